@@ -1,0 +1,146 @@
+/*
+ * dlsync/backend.h: the device-runtime vtable, the backend registry, the event pool
+ * statistics and dl_sync_shutdown.
+ *
+ * A backend wraps one runtime (CUDA, HIP, the simulated device). Users may install their
+ * own, or wrap a built-in one (to count or fail calls) and install the wrapper.
+ *
+ * Calling convention of every callback: ctx is the backend's ctx field; the return value
+ * is the runtime's own error code, 0 on success. dlsync turns a nonzero code into a
+ * status with error_status() and into a message with call_names[op], error_name() and
+ * error_string(). Streams are always borrowed; events are created and destroyed only
+ * through event_create / event_destroy, by dlsync's event pool.
+ */
+#ifndef DL_SYNC_BACKEND_H_
+#define DL_SYNC_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlsync/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The operations of a backend, for messages (call_names) and for call counting. */
+typedef enum dl_sync_op {
+  DL_SYNC_OP_DEVICE_COUNT,
+  DL_SYNC_OP_GET_DEVICE,
+  DL_SYNC_OP_SET_DEVICE,
+  DL_SYNC_OP_EVENT_CREATE,
+  DL_SYNC_OP_EVENT_DESTROY,
+  DL_SYNC_OP_EVENT_RECORD,
+  DL_SYNC_OP_STREAM_WAIT,
+  DL_SYNC_OP_STREAM_WAIT_EXTERNAL,
+  DL_SYNC_OP_EVENT_SYNCHRONIZE,
+  DL_SYNC_OP_EVENT_QUERY,
+  DL_SYNC_OP_CAPTURE_INFO,
+  DL_SYNC_OP_GRAPH_RETAIN,
+  DL_SYNC_OP_COUNT
+} dl_sync_op;
+
+/** Capture states, numbered as cudaStreamCaptureStatus. */
+#define DL_SYNC_CAPTURE_NONE 0
+#define DL_SYNC_CAPTURE_ACTIVE 1
+#define DL_SYNC_CAPTURE_INVALIDATED 2
+
+/** A stream's capture state; id identifies the capture sequence when not NONE. */
+typedef struct dl_sync_capture_info {
+  int32_t status; /**< DL_SYNC_CAPTURE_* */
+  uint64_t id;    /**< equal for every stream of one capture */
+} dl_sync_capture_info;
+
+/** The backend may not re-record an event whose last record may be pending (HIP):
+    the pool hands out the oldest idle event after querying it, or creates a new one. */
+#define DL_SYNC_BACKEND_QUERY_BEFORE_REUSE (1u << 0)
+
+typedef struct dl_sync_backend dl_sync_backend;
+
+struct dl_sync_backend {
+  const char *name; /**< "cuda", "hip", "sim": used in messages */
+  void *ctx;        /**< passed to every callback */
+  uint32_t flags;   /**< DL_SYNC_BACKEND_* */
+  /** The runtime call behind each operation, e.g. "cudaStreamWaitEvent". */
+  const char *call_names[DL_SYNC_OP_COUNT];
+
+  /** Number of devices. A runtime without devices returns its error code. */
+  int (*device_count)(void *ctx, int *count);
+  /** The calling thread's current device. */
+  int (*get_device)(void *ctx, int32_t *device_id);
+  /** Makes device_id current for the calling thread. */
+  int (*set_device)(void *ctx, int32_t device_id);
+  /** Creates an event on the current device, timing disabled. dlsync owns it. */
+  int (*event_create)(void *ctx, void **event);
+  /** Destroys an event created by event_create; pending waits on it stay valid. */
+  int (*event_destroy)(void *ctx, void *event);
+  /** Captures the work enqueued so far on stream into event (re-recording overwrites). */
+  int (*event_record)(void *ctx, void *event, void *stream);
+  /** Makes later work on stream wait for the record that event holds now. */
+  int (*stream_wait)(void *ctx, void *stream, void *event);
+  /** stream_wait for a capturing stream and a non-captured event: captures an external
+      event-wait node. NULL when the runtime cannot. */
+  int (*stream_wait_external)(void *ctx, void *stream, void *event);
+  /** Blocks the host until event's record completed. */
+  int (*event_synchronize)(void *ctx, void *event);
+  /** *complete = 1 when event's record completed (or it was never recorded), else 0. */
+  int (*event_query)(void *ctx, void *event, int *complete);
+  /** The capture state of stream. */
+  int (*capture_info)(void *ctx, void *stream, dl_sync_capture_info *out);
+  /** Hands object to the graph being captured on stream: release(object) runs once, when
+      the graph is destroyed, possibly on a runtime thread where no runtime call is
+      allowed. Ownership moves in every case: on failure release runs too (now or
+      later). NULL when the runtime has no graph user objects. */
+  int (*graph_retain)(void *ctx, void *stream, void *object, void (*release)(void *object));
+  /** The runtime's name for code ("cudaErrorInvalidValue"); never NULL. */
+  const char *(*error_name)(void *ctx, int code);
+  /** The runtime's description of code; never NULL. */
+  const char *(*error_string)(void *ctx, int code);
+  /** The dlsync status for code: ENODEV for "no device/driver", ECAPTURE for capture
+      errors, ENOMEM for allocation failures, EBACKEND otherwise. */
+  int (*error_status)(void *ctx, int code);
+};
+
+/**
+ * Installs backend for device_type; NULL restores the default (CUDA types: the CUDA
+ * backend when built; ROCm types: the HIP backend when built; others: none). Safe
+ * against concurrent readers. The backend must stay valid until dl_sync_shutdown()
+ * has run after its last use. EINVAL for unknown device types, device types without
+ * stream conventions (only CUDA and ROCm types take a backend) and a backend missing a
+ * required callback.
+ */
+DL_SYNC_API int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend);
+
+/** The backend for device_type, or NULL when none is installed or built. */
+DL_SYNC_API const dl_sync_backend *dl_sync_get_backend(int32_t device_type);
+
+/** The CUDA runtime backend, or NULL when dlsync was built without CUDA. */
+DL_SYNC_API const dl_sync_backend *dl_sync_cuda_backend(void);
+/** The HIP runtime backend, or NULL when dlsync was built without HIP. */
+DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
+
+/** Event-pool counters for one backend and device. */
+typedef struct dl_sync_pool_stats {
+  uint64_t created;     /**< events created by event_create */
+  uint64_t destroyed;   /**< events destroyed by event_destroy */
+  uint64_t idle;        /**< events in the pool now */
+  uint64_t outstanding; /**< events handed out and not returned (e.g. owned by graphs) */
+  uint64_t acquired;    /**< acquisitions since the pool was made */
+} dl_sync_pool_stats;
+
+/** Reads the counters of backend's pool for device_id (all zero if it has none). */
+DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
+                                       dl_sync_pool_stats *out);
+
+/**
+ * Destroys every idle pooled event (runtime calls happen here, never at exit) and frees
+ * the pools that have no outstanding event. Events still owned by graphs are released to
+ * their pool later and stay valid. dlsync works again after it: the pools are rebuilt on
+ * demand. Must not run concurrently with other dlsync calls.
+ */
+DL_SYNC_API int dl_sync_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DL_SYNC_BACKEND_H_ */

@@ -1,0 +1,88 @@
+/* The backend registry: device type -> backend, readable from any thread. */
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+enum { DL_SYNC__REGISTRY_SIZE = kDLTrn + 1 };
+
+/* User-installed backends; NULL means the built-in default for the type. */
+static _Atomic(const dl_sync_backend *) installed[DL_SYNC__REGISTRY_SIZE];
+
+#ifndef DL_SYNC_WITH_CUDA
+const dl_sync_backend *dl_sync_cuda_backend(void) { return NULL; }
+#endif
+#ifndef DL_SYNC_WITH_HIP
+const dl_sync_backend *dl_sync_hip_backend(void) { return NULL; }
+#endif
+
+static const dl_sync_backend *default_backend(int32_t device_type) {
+  switch (dl_sync__family(device_type)) {
+    case DL_SYNC__FAMILY_CUDA:
+      return dl_sync_cuda_backend();
+    case DL_SYNC__FAMILY_ROCM:
+      return dl_sync_hip_backend();
+    default:
+      return NULL;
+  }
+}
+
+/* The name of the first required callback that backend lacks, or NULL. */
+static const char *missing_callback(const dl_sync_backend *b) {
+  const struct {
+    const char *name;
+    int present;
+  } required[] = {
+      {"name", b->name != NULL},
+      {"get_device", b->get_device != NULL},
+      {"set_device", b->set_device != NULL},
+      {"event_create", b->event_create != NULL},
+      {"event_destroy", b->event_destroy != NULL},
+      {"event_record", b->event_record != NULL},
+      {"stream_wait", b->stream_wait != NULL},
+      {"event_synchronize", b->event_synchronize != NULL},
+      {"event_query", b->event_query != NULL},
+      {"capture_info", b->capture_info != NULL},
+      {"error_name", b->error_name != NULL},
+      {"error_string", b->error_string != NULL},
+      {"error_status", b->error_status != NULL},
+  };
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+    if (!required[i].present) return required[i].name;
+  return NULL;
+}
+
+int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
+  static const char *const func = "dl_sync_set_backend";
+  int family = dl_sync__family(device_type);
+  if (family == DL_SYNC__FAMILY_UNKNOWN)
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "unknown device type %d: expected a DLDeviceType of DLPack 1.3",
+                          (int)device_type);
+  if (family == DL_SYNC__FAMILY_NONE)
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "device type %d (%s) has no streams: only CUDA and ROCm device "
+                          "types take a backend",
+                          (int)device_type, dl_sync__device_type_name(device_type));
+  const char *missing = backend != NULL ? missing_callback(backend) : NULL;
+  if (missing != NULL)
+    return dl_sync__error(DL_SYNC_EINVAL, func, "backend '%s' lacks the required callback %s",
+                          backend->name != NULL ? backend->name : "(unnamed)", missing);
+  atomic_store_explicit(&installed[device_type], backend, memory_order_release);
+  return DL_SYNC_OK;
+}
+
+const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {
+  if (device_type < 0 || device_type >= DL_SYNC__REGISTRY_SIZE) return NULL;
+  const dl_sync_backend *b = atomic_load_explicit(&installed[device_type], memory_order_acquire);
+  return b != NULL ? b : default_backend(device_type);
+}
+
+int dl_sync__backend_for(const char *func, DLDevice device, const dl_sync_backend **out) {
+  *out = dl_sync_get_backend(device.device_type);
+  if (*out != NULL) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ENOTSUP, func,
+                        "no backend for %s:%d: dlsync was built without its runtime and none "
+                        "was installed with dl_sync_set_backend",
+                        dl_sync__device_type_name(device.device_type), (int)device.device_id);
+}

@@ -1,0 +1,97 @@
+/* Device types, their stream families, validation and the current-device guard. */
+#include "internal.h"
+
+static const char *const device_type_names[] = {
+    [kDLCPU] = "cpu",         [kDLCUDA] = "cuda",        [kDLCUDAHost] = "cuda_host",
+    [kDLOpenCL] = "opencl",   [kDLVulkan] = "vulkan",    [kDLMetal] = "metal",
+    [kDLVPI] = "vpi",         [kDLROCM] = "rocm",        [kDLROCMHost] = "rocm_host",
+    [kDLExtDev] = "ext_dev",  [kDLCUDAManaged] = "cuda_managed", [kDLOneAPI] = "oneapi",
+    [kDLWebGPU] = "webgpu",   [kDLHexagon] = "hexagon",  [kDLMAIA] = "maia",
+    [kDLTrn] = "trn",
+};
+
+enum { DL_SYNC__DEVICE_TYPE_END = sizeof device_type_names / sizeof device_type_names[0] };
+
+const char *dl_sync__device_type_name(int32_t device_type) {
+  if (device_type < 0 || device_type >= DL_SYNC__DEVICE_TYPE_END) return "unknown";
+  const char *name = device_type_names[device_type];
+  return name != NULL ? name : "unknown";
+}
+
+int dl_sync__family(int32_t device_type) {
+  switch (device_type) {
+    case kDLCUDA:
+    case kDLCUDAHost:
+    case kDLCUDAManaged:
+      return DL_SYNC__FAMILY_CUDA;
+    case kDLROCM:
+    case kDLROCMHost:
+      return DL_SYNC__FAMILY_ROCM;
+    default:
+      return device_type > 0 && device_type < DL_SYNC__DEVICE_TYPE_END &&
+                     device_type_names[device_type] != NULL
+                 ? DL_SYNC__FAMILY_NONE
+                 : DL_SYNC__FAMILY_UNKNOWN;
+  }
+}
+
+int dl_sync__check_device(const char *func, const char *what, DLDevice device) {
+  if (dl_sync__family(device.device_type) == DL_SYNC__FAMILY_UNKNOWN)
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "%s has unknown device type %d: expected a DLDeviceType of "
+                          "DLPack 1.3 (1-4, 7-18)",
+                          what, (int)device.device_type);
+  if (device.device_id < 0 || device.device_id >= DL_SYNC_MAX_DEVICES)
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "%s has device id %d on %s: expected 0 to %d", what,
+                          (int)device.device_id, dl_sync__device_type_name(device.device_type),
+                          DL_SYNC_MAX_DEVICES - 1);
+  return DL_SYNC_OK;
+}
+
+void *dl_sync__canonical_handle(DLDevice device, void *handle) {
+  switch (dl_sync__family(device.device_type)) {
+    case DL_SYNC__FAMILY_CUDA:
+      return handle == NULL ? DL_SYNC_STREAM_LEGACY : handle;
+    case DL_SYNC__FAMILY_ROCM:
+      return handle == DL_SYNC_STREAM_LEGACY ? NULL : handle;
+    default:
+      return handle;
+  }
+}
+
+int dl_sync__is_default_stream(void *canonical_handle) {
+  return canonical_handle == NULL || canonical_handle == DL_SYNC_STREAM_LEGACY ||
+         canonical_handle == DL_SYNC_STREAM_PER_THREAD;
+}
+
+void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_backend *backend) {
+  *guard = (dl_sync__device_guard){.backend = backend};
+}
+
+int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DLDevice device) {
+  const dl_sync_backend *b = guard->backend;
+  if (!guard->have_saved) {
+    int code = b->get_device(b->ctx, &guard->saved);
+    if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_GET_DEVICE, code, device);
+    guard->have_saved = 1;
+    guard->current = guard->saved;
+  }
+  if (guard->current == device.device_id) return DL_SYNC_OK;
+  int code = b->set_device(b->ctx, device.device_id);
+  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_SET_DEVICE, code, device);
+  guard->current = device.device_id;
+  guard->switched = 1;
+  return DL_SYNC_OK;
+}
+
+int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
+                              int status) {
+  if (!guard->switched || guard->current == guard->saved) return status;
+  const dl_sync_backend *b = guard->backend;
+  int code = b->set_device(b->ctx, guard->saved);
+  guard->current = guard->saved;
+  if (code == 0 || status != DL_SYNC_OK) return status; /* never hide the first error */
+  device.device_id = guard->saved;
+  return dl_sync__runtime_error(func, b, DL_SYNC_OP_SET_DEVICE, code, device);
+}

@@ -1,0 +1,224 @@
+/*
+ * dl_sync_push_dep and dl_sync_export: order a producer's stream before a consumer's,
+ * following the capture policy of DESIGN §4.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static atomic_int capture_policy = DL_SYNC_CAPTURE_STRICT;
+
+/* One dependency being pushed. */
+typedef struct dep {
+  const char *func;
+  dl_sync_stream src, dst; /* canonical handles */
+  const dl_sync_backend *backend;
+  dl_sync__pool *pool; /* src's device */
+  dl_sync__device_guard guard;
+  int none_arg; /* export(stream=None): may be no sync while src captures */
+} dep;
+
+/* Calls whose stream is a default stream resolve it on the current device. */
+static int use_stream_device(dep *d, dl_sync_stream stream) {
+  if (!dl_sync__is_default_stream(stream.handle)) return DL_SYNC_OK;
+  return dl_sync__device_guard_use(&d->guard, d->func, stream.device);
+}
+
+static int query_capture(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
+  int status = use_stream_device(d, stream);
+  if (status != DL_SYNC_OK) return status;
+  const dl_sync_backend *b = d->backend;
+  *info = (dl_sync_capture_info){0};
+  int code = b->capture_info(b->ctx, stream.handle, info);
+  if (code != 0) return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+                        "stream %p on %s:%d belongs to an invalidated graph capture: end that "
+                        "capture and start again",
+                        stream.handle, dl_sync__device_type_name(stream.device.device_type),
+                        (int)stream.device.device_id);
+}
+
+static int record(dep *d, void *event) {
+  int status = use_stream_device(d, d->src);
+  if (status != DL_SYNC_OK) return status;
+  const dl_sync_backend *b = d->backend;
+  int code = b->event_record(b->ctx, event, d->src.handle);
+  if (code == 0) return DL_SYNC_OK;
+  return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_EVENT_RECORD, code, d->src.device);
+}
+
+static int wait(dep *d, void *event, int external) {
+  int status = use_stream_device(d, d->dst);
+  if (status != DL_SYNC_OK) return status;
+  const dl_sync_backend *b = d->backend;
+  int code = external ? b->stream_wait_external(b->ctx, d->dst.handle, event)
+                      : b->stream_wait(b->ctx, d->dst.handle, event);
+  if (code == 0) return DL_SYNC_OK;
+  return dl_sync__runtime_error(
+      d->func, b, external ? DL_SYNC_OP_STREAM_WAIT_EXTERNAL : DL_SYNC_OP_STREAM_WAIT, code,
+      d->dst.device);
+}
+
+/* The steady-state path: a pooled event, recorded, waited on, given back at once. */
+static int record_and_wait(dep *d) {
+  void *event = NULL;
+  int status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &event);
+  if (status != DL_SYNC_OK) return status;
+  status = record(d, event);
+  if (status == DL_SYNC_OK) status = wait(d, event, 0);
+  dl_sync__pool_release(d->pool, event);
+  return status;
+}
+
+/* An event owned by a captured graph until the graph is destroyed. */
+typedef struct graph_event {
+  dl_sync__pool *pool;
+  void *event;
+} graph_event;
+
+static void graph_event_release(void *object) {
+  graph_event *owned = object;
+  dl_sync__pool_release(owned->pool, owned->event);
+  free(owned);
+}
+
+/* src is not capturing, dst is: a plain wait would break dst's capture (isolation), so
+   the graph gets an external event-wait node on an event that it owns. */
+static int wait_external(dep *d) {
+  const dl_sync_backend *b = d->backend;
+  if (b->stream_wait_external == NULL || b->graph_retain == NULL)
+    return dl_sync__error(DL_SYNC_ENOTSUP, d->func,
+                          "the consumer's stream %p is capturing a graph and the %s runtime "
+                          "has no %s: capture the producer's work too, or export with "
+                          "stream=-1 and synchronize before the capture",
+                          d->dst.handle, b->name,
+                          b->stream_wait_external == NULL ? "external event-wait nodes"
+                                                          : "graph user objects");
+  graph_event *owned = malloc(sizeof *owned);
+  if (owned == NULL)
+    return dl_sync__error(DL_SYNC_ENOMEM, d->func, "cannot allocate a graph-owned event");
+  owned->pool = d->pool;
+  owned->event = NULL;
+  int status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &owned->event);
+  if (status == DL_SYNC_OK) status = record(d, owned->event);
+  if (status != DL_SYNC_OK) {
+    if (owned->event != NULL) dl_sync__pool_release(d->pool, owned->event);
+    free(owned);
+    return status;
+  }
+  /* The graph owns the event from here on, whatever happens next. */
+  int code = b->graph_retain(b->ctx, d->dst.handle, owned, graph_event_release);
+  if (code != 0)
+    return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, d->dst.device);
+  return wait(d, owned->event, 1);
+}
+
+static int legacy_stream_under_capture(dep *d) {
+  if (d->none_arg && atomic_load(&capture_policy) == DL_SYNC_CAPTURE_NONE_IS_NO_SYNC)
+    return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+                        "the consumer asked for the legacy default stream (stream=None, or "
+                        "%s) while the producer's stream %p is capturing a graph, and the "
+                        "legacy stream cannot join a capture: pass the producer's current "
+                        "work stream, or -1",
+                        dl_sync__family(d->dst.device.device_type) == DL_SYNC__FAMILY_ROCM ? "0"
+                                                                                      : "1",
+                        d->src.handle);
+}
+
+static int is_legacy(dl_sync_stream stream) {
+  return stream.handle == (dl_sync__family(stream.device.device_type) == DL_SYNC__FAMILY_CUDA
+                               ? DL_SYNC_STREAM_LEGACY
+                               : NULL);
+}
+
+static int order_streams(dep *d) {
+  dl_sync_capture_info src_capture, dst_capture;
+  int status = query_capture(d, d->src, &src_capture);
+  if (status != DL_SYNC_OK) return status;
+  int src_capturing = src_capture.status == DL_SYNC_CAPTURE_ACTIVE;
+  if (src_capturing && is_legacy(d->dst)) return legacy_stream_under_capture(d);
+
+  status = query_capture(d, d->dst, &dst_capture);
+  if (status != DL_SYNC_OK) return status;
+  int dst_capturing = dst_capture.status == DL_SYNC_CAPTURE_ACTIVE;
+  if (!src_capturing) return dst_capturing ? wait_external(d) : record_and_wait(d);
+  if (dst_capturing && dst_capture.id == src_capture.id) return record_and_wait(d);
+  if (dst_capturing)
+    return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+                          "the producer's stream %p and the consumer's stream %p are "
+                          "capturing two different graphs, which cannot be joined: capture "
+                          "both in one graph",
+                          d->src.handle, d->dst.handle);
+  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+                        "the producer's stream %p is capturing a graph and the consumer's "
+                        "stream %p is not: the wait would pull the consumer's stream into "
+                        "the capture. Run the consumer on the producer's current work "
+                        "stream, or capture both",
+                        d->src.handle, d->dst.handle);
+}
+
+static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, int none_arg) {
+  int status = dl_sync__check_device(func, "src", src.device);
+  if (status == DL_SYNC_OK) status = dl_sync__check_device(func, "dst", dst.device);
+  if (status != DL_SYNC_OK) return status;
+  int family = dl_sync__family(src.device.device_type);
+  if (family != dl_sync__family(dst.device.device_type))
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "src is on %s:%d and dst on %s:%d: streams of different device "
+                          "families cannot wait on each other",
+                          dl_sync__device_type_name(src.device.device_type),
+                          (int)src.device.device_id,
+                          dl_sync__device_type_name(dst.device.device_type),
+                          (int)dst.device.device_id);
+  if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
+
+  dep d = {.func = func, .none_arg = none_arg};
+  d.src = dl_sync_stream_view(src.device, src.handle);
+  d.dst = dl_sync_stream_view(dst.device, dst.handle);
+  if (d.src.handle == d.dst.handle && src.device.device_id == dst.device.device_id)
+    return DL_SYNC_OK; /* one stream is already ordered with itself */
+
+  status = dl_sync__backend_for(func, src.device, &d.backend);
+  if (status != DL_SYNC_OK) return status;
+  if (dl_sync_get_backend(dst.device.device_type) != d.backend)
+    return dl_sync__error(DL_SYNC_EINVAL, func,
+                          "src (%s) and dst (%s) are served by different backends ('%s' and "
+                          "'%s')",
+                          dl_sync__device_type_name(src.device.device_type),
+                          dl_sync__device_type_name(dst.device.device_type), d.backend->name,
+                          dl_sync_get_backend(dst.device.device_type) != NULL
+                              ? dl_sync_get_backend(dst.device.device_type)->name
+                              : "none");
+  status = dl_sync__pool_get(func, d.backend, src.device, &d.pool);
+  if (status != DL_SYNC_OK) return status;
+  dl_sync__device_guard_init(&d.guard, d.backend);
+  status = order_streams(&d);
+  return dl_sync__device_guard_end(&d.guard, func, src.device, status);
+}
+
+int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
+  return push_dep("dl_sync_push_dep", src, dst, 0);
+}
+
+int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  dl_sync_stream consumer_stream;
+  int needs_sync = 0;
+  int status = dl_sync_stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
+  if (status != DL_SYNC_OK || !needs_sync) return status;
+  return push_dep("dl_sync_export", producer, consumer_stream, consumer.is_none);
+}
+
+int dl_sync_set_capture_policy(int policy) {
+  if (policy != DL_SYNC_CAPTURE_STRICT && policy != DL_SYNC_CAPTURE_NONE_IS_NO_SYNC)
+    return dl_sync__error(DL_SYNC_EINVAL, "dl_sync_set_capture_policy",
+                          "policy %d: expected DL_SYNC_CAPTURE_STRICT (0) or "
+                          "DL_SYNC_CAPTURE_NONE_IS_NO_SYNC (1)",
+                          policy);
+  atomic_store(&capture_policy, policy);
+  return DL_SYNC_OK;
+}
+
+int dl_sync_get_capture_policy(void) { return atomic_load(&capture_policy); }

@@ -1,0 +1,16 @@
+# cmake -DLIBRARY=libdlsync.so -P exported_symbols.cmake
+# Fails when the library exports a symbol outside the dl_sync_ prefix, or an internal one.
+execute_process(COMMAND nm -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIBRARY}")
+endif()
+string(REGEX MATCHALL "[^\n]+" lines "${symbols}")
+set(count 0)
+foreach(line ${lines})
+  string(REGEX REPLACE "^.* " "" name "${line}")
+  if(NOT name MATCHES "^dl_sync_[a-z]" OR name MATCHES "^dl_sync__")
+    message(FATAL_ERROR "unexpected exported symbol: ${name}")
+  endif()
+  math(EXPR count "${count} + 1")
+endforeach()
+message(STATUS "${count} symbols exported, all public dl_sync_ API")
