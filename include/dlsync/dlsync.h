@@ -11,5 +11,6 @@
 #include "dlsync/stream.h"
 #include "dlsync/dep.h"
 #include "dlsync/backend.h"
+#include "dlsync/sim.h"
 
 #endif /* DL_SYNC_DLSYNC_H_ */

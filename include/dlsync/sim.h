@@ -1,0 +1,173 @@
+/*
+ * dlsync/sim.h: the simulated device, a model of CUDA stream semantics on pthreads.
+ *
+ * It lets ordering be tested on any machine: streams run "kernels" (host functions that
+ * declare the buffers they read and write) asynchronously and in order on worker threads;
+ * events, the legacy default stream's implicit synchronization, per-thread default
+ * streams, stream capture into graphs and graph launches behave as CUDA documents them.
+ * A happens-before race checker sees every declared access and reports a missing
+ * dependency deterministically, whatever the timing; seeded jitter makes unsynchronized
+ * programs also fail by value.
+ *
+ * Return values are CUDA's error numbers (DL_SYNC_SIM_*), 0 on success, so that code
+ * written against the CUDA runtime maps one to one. Install the sim behind dlsync with
+ * dl_sync_set_backend(kDLCUDA, dl_sync_sim_backend()) (or a ROCm type): the stream
+ * handles below are then valid dl_sync_stream handles.
+ */
+#ifndef DL_SYNC_SIM_H_
+#define DL_SYNC_SIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlsync/backend.h"
+#include "dlsync/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error numbers, as cudaError_t. */
+#define DL_SYNC_SIM_SUCCESS 0
+#define DL_SYNC_SIM_ERROR_INVALID_VALUE 1
+#define DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION 2
+#define DL_SYNC_SIM_ERROR_INVALID_DEVICE 101
+#define DL_SYNC_SIM_ERROR_INVALID_HANDLE 400
+#define DL_SYNC_SIM_ERROR_NOT_READY 600
+#define DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED 900
+#define DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED 901
+#define DL_SYNC_SIM_ERROR_CAPTURE_MERGE 902
+#define DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED 903
+#define DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED 904
+#define DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION 905
+#define DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT 906
+#define DL_SYNC_SIM_ERROR_CAPTURED_EVENT 907
+#define DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD 908
+
+/** "simErrorCaptureIsolation" and so on. */
+DL_SYNC_API const char *dl_sync_sim_error_name(int error);
+
+typedef struct dl_sync_sim_stream dl_sync_sim_stream;
+typedef struct dl_sync_sim_event dl_sync_sim_event;
+typedef struct dl_sync_sim_graph dl_sync_sim_graph;
+typedef struct dl_sync_sim_graph_exec dl_sync_sim_graph_exec;
+typedef struct dl_sync_sim_user_object dl_sync_sim_user_object;
+
+/** The legacy default stream of the current device (also NULL). */
+#define DL_SYNC_SIM_STREAM_LEGACY ((dl_sync_sim_stream *)1)
+/** The calling thread's per-thread default stream on the current device. */
+#define DL_SYNC_SIM_STREAM_PER_THREAD ((dl_sync_sim_stream *)2)
+
+/** Simulated devices (each with its own legacy stream). */
+#define DL_SYNC_SIM_DEVICES 4
+
+/**
+ * Resets the simulator: waits for all work, destroys every stream, event and graph, and
+ * clears the race checker and the jitter. Handles from before are invalid afterwards.
+ * Call it between independent tests, with no other thread using the simulator.
+ */
+DL_SYNC_API void dl_sync_sim_reset(void);
+
+/** Delays each operation by a pseudo-random 0..max_us microseconds drawn from seed and
+    the operation's identity (stream and position), so a run is reproducible. 0 disables. */
+DL_SYNC_API void dl_sync_sim_set_jitter(uint64_t seed, unsigned max_us);
+
+/* Devices: the calling thread's current device, as cudaGetDevice / cudaSetDevice. */
+DL_SYNC_API int dl_sync_sim_get_device(int32_t *device);
+DL_SYNC_API int dl_sync_sim_set_device(int32_t device);
+
+/* Streams. */
+#define DL_SYNC_SIM_STREAM_DEFAULT 0     /**< blocking: synchronizes with the legacy stream */
+#define DL_SYNC_SIM_STREAM_NON_BLOCKING 1 /**< does not synchronize with the legacy stream */
+/** Creates a stream on the current device. */
+DL_SYNC_API int dl_sync_sim_stream_create(dl_sync_sim_stream **stream, unsigned flags);
+/** Destroys a stream once its work is done (the call itself does not block). */
+DL_SYNC_API int dl_sync_sim_stream_destroy(dl_sync_sim_stream *stream);
+DL_SYNC_API int dl_sync_sim_stream_synchronize(dl_sync_sim_stream *stream);
+DL_SYNC_API int dl_sync_sim_device_synchronize(void);
+
+/* Kernels: a host function and the buffers it reads and writes. */
+#define DL_SYNC_SIM_READ 1
+#define DL_SYNC_SIM_WRITE 2
+typedef struct dl_sync_sim_access {
+  const void *buffer; /**< any address that names the buffer */
+  int mode;           /**< DL_SYNC_SIM_READ, DL_SYNC_SIM_WRITE or both */
+} dl_sync_sim_access;
+
+/** Enqueues fn(arg) on stream (or captures it as a kernel node). name is kept for race
+    reports and must outlive the simulator's use of it (a string literal). */
+DL_SYNC_API int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name,
+                                   void (*fn)(void *arg), void *arg,
+                                   const dl_sync_sim_access *accesses, size_t count);
+
+/** Declares a host access (e.g. reading results): checked like a kernel's, ordered by
+    stream, event and device synchronization of this thread. */
+DL_SYNC_API int dl_sync_sim_host_access(const char *name, const void *buffer, int mode);
+
+/* Events, with CUDA's record semantics: a record captures the stream's work so far; a
+   wait binds to the record that preceded it; re-recording overwrites. */
+#define DL_SYNC_SIM_EVENT_RECORD_EXTERNAL 1 /**< capture an external event-record node */
+#define DL_SYNC_SIM_EVENT_WAIT_EXTERNAL 1   /**< capture an external event-wait node */
+DL_SYNC_API int dl_sync_sim_event_create(dl_sync_sim_event **event);
+DL_SYNC_API int dl_sync_sim_event_destroy(dl_sync_sim_event *event);
+DL_SYNC_API int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *stream,
+                                         unsigned flags);
+DL_SYNC_API int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream,
+                                              dl_sync_sim_event *event, unsigned flags);
+/** DL_SYNC_SIM_SUCCESS when the last record completed (or none was made), else
+    DL_SYNC_SIM_ERROR_NOT_READY. */
+DL_SYNC_API int dl_sync_sim_event_query(dl_sync_sim_event *event);
+DL_SYNC_API int dl_sync_sim_event_synchronize(dl_sync_sim_event *event);
+
+/* Stream capture. */
+#define DL_SYNC_SIM_CAPTURE_GLOBAL 0
+#define DL_SYNC_SIM_CAPTURE_THREAD_LOCAL 1
+#define DL_SYNC_SIM_CAPTURE_RELAXED 2
+DL_SYNC_API int dl_sync_sim_stream_begin_capture(dl_sync_sim_stream *stream, int mode);
+/** Ends the capture begun on stream; *graph is NULL when the capture failed. */
+DL_SYNC_API int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream,
+                                               dl_sync_sim_graph **graph);
+/** status: DL_SYNC_CAPTURE_NONE/ACTIVE/INVALIDATED; id: the capture sequence. */
+DL_SYNC_API int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status,
+                                                uint64_t *id, dl_sync_sim_graph **graph);
+/** Stands for a call CUDA forbids during capture (cudaMalloc, a synchronization): fails
+    with DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED and invalidates the captures it would
+    disturb (global-mode captures of any thread, and this thread's other captures). */
+DL_SYNC_API int dl_sync_sim_prohibited_call(void);
+
+/* Graphs. */
+DL_SYNC_API int dl_sync_sim_graph_destroy(dl_sync_sim_graph *graph);
+/** Number of nodes of each kind (any pointer may be NULL). */
+DL_SYNC_API int dl_sync_sim_graph_count_nodes(const dl_sync_sim_graph *graph, size_t *kernels,
+                                              size_t *external_waits, size_t *external_records);
+DL_SYNC_API int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec,
+                                              dl_sync_sim_graph *graph);
+DL_SYNC_API int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream);
+DL_SYNC_API int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec);
+
+/* User objects: destroy(ptr) runs when the last reference goes (graphs and their
+   executable graphs hold references). */
+DL_SYNC_API int dl_sync_sim_user_object_create(dl_sync_sim_user_object **object, void *ptr,
+                                               void (*destroy)(void *ptr), unsigned refcount);
+DL_SYNC_API int dl_sync_sim_user_object_release(dl_sync_sim_user_object *object, unsigned count);
+/** Moves count references of object to graph. */
+DL_SYNC_API int dl_sync_sim_graph_retain_user_object(dl_sync_sim_graph *graph,
+                                                     dl_sync_sim_user_object *object,
+                                                     unsigned count);
+
+/* The race checker. */
+/** Races found since the last reset. */
+DL_SYNC_API uint64_t dl_sync_sim_race_count(void);
+/** Writes the first race reports (one a line, both operations named) into buffer;
+    returns the number of races. */
+DL_SYNC_API uint64_t dl_sync_sim_race_report(char *buffer, size_t size);
+/** Forgets races and access history (streams and events stay). */
+DL_SYNC_API void dl_sync_sim_race_reset(void);
+
+/** The dlsync backend over the simulator (install it under CUDA or ROCm types). */
+DL_SYNC_API const dl_sync_backend *dl_sync_sim_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DL_SYNC_SIM_H_ */

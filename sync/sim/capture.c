@@ -1,0 +1,522 @@
+/* Stream capture into graphs, graph instantiation and launch, and user objects. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+static dl_sync_sim_graph *graph_new(void) {
+  dl_sync_sim_graph *graph = calloc(1, sizeof *graph);
+  if (graph != NULL) graph->magic = SIM_GRAPH_MAGIC;
+  return graph;
+}
+
+static int own_capture(const sim_capture *capture) {
+  return pthread_equal(capture->thread, pthread_self());
+}
+
+/* The calling thread is taken to be in CUDA's default (global) interaction mode: it may
+   not make unsafe calls while it has a non-relaxed capture of its own, or while another
+   thread has a global-mode capture. Those captures are invalidated. */
+int sim__check_prohibited(void) {
+  int prohibited = 0;
+  for (sim_capture *c = sim.captures; c != NULL; c = c->next_capture) {
+    if (c->ended) continue;
+    int disturbed = own_capture(c) ? c->mode != DL_SYNC_SIM_CAPTURE_RELAXED
+                                   : c->mode == DL_SYNC_SIM_CAPTURE_GLOBAL;
+    if (!disturbed) continue;
+    c->invalidated = 1;
+    prohibited = 1;
+  }
+  return prohibited ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED : DL_SYNC_SIM_SUCCESS;
+}
+
+int dl_sync_sim_prohibited_call(void) {
+  pthread_mutex_lock(&sim.lock);
+  int error = sim__check_prohibited();
+  pthread_mutex_unlock(&sim.lock);
+  return error;
+}
+
+void sim__capture_invalidate(sim_capture *capture) { capture->invalidated = 1; }
+
+static sim_node *add_node(dl_sync_sim_graph *graph, sim_node_kind kind, const sim_nodes *deps) {
+  if (graph->node_count == graph->node_capacity) {
+    size_t capacity = graph->node_capacity ? graph->node_capacity * 2 : 8;
+    sim_node *grown = realloc(graph->nodes, capacity * sizeof *grown);
+    if (grown == NULL) return NULL;
+    graph->nodes = grown;
+    graph->node_capacity = capacity;
+  }
+  sim_node *node = &graph->nodes[graph->node_count];
+  *node = (sim_node){.kind = kind};
+  if (sim__nodes_copy(&node->deps, deps) != 0) {
+    free(node->deps.items);
+    return NULL;
+  }
+  graph->node_count++;
+  return node;
+}
+
+/* Appends a node after stream's current dependencies; the node becomes them. */
+static sim_node *capture_node(dl_sync_sim_stream *stream, sim_node_kind kind) {
+  dl_sync_sim_graph *graph = stream->capture->graph;
+  sim_node *node = add_node(graph, kind, &stream->capture_deps);
+  if (node == NULL) return NULL;
+  stream->capture_deps.count = 0;
+  sim__nodes_add(&stream->capture_deps, graph->node_count - 1);
+  return node;
+}
+
+int dl_sync_sim_stream_begin_capture(dl_sync_sim_stream *stream, int mode) {
+  if (mode < DL_SYNC_SIM_CAPTURE_GLOBAL || mode > DL_SYNC_SIM_CAPTURE_RELAXED)
+    return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  dl_sync_sim_stream *s = sim__resolve(stream);
+  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              : s->is_legacy ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
+              : s->capture != NULL ? DL_SYNC_SIM_ERROR_INVALID_VALUE
+                                   : DL_SYNC_SIM_SUCCESS;
+  sim_capture *c = error == DL_SYNC_SIM_SUCCESS ? calloc(1, sizeof *c) : NULL;
+  dl_sync_sim_graph *graph = c != NULL ? graph_new() : NULL;
+  if (error == DL_SYNC_SIM_SUCCESS && graph == NULL) {
+    free(c);
+    error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  }
+  if (error == DL_SYNC_SIM_SUCCESS) {
+    *c = (sim_capture){.id = ++sim.next_capture_id, .mode = mode, .thread = pthread_self(),
+                       .origin = s, .graph = graph, .next_capture = sim.captures};
+    sim.captures = c;
+    graph->next_graph = sim.graphs;
+    sim.graphs = graph;
+    s->capture = c;
+    s->capture_deps.count = 0;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  return error;
+}
+
+int sim__capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
+                        void *arg, const dl_sync_sim_access *accesses, size_t count) {
+  if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
+  dl_sync_sim_access *copy = count ? malloc(count * sizeof *copy) : NULL;
+  if (count && copy == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  sim_node *node = capture_node(stream, SIM_NODE_KERNEL);
+  if (node == NULL) {
+    free(copy);
+    return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  }
+  if (count) memcpy(copy, accesses, count * sizeof *copy);
+  node->name = name;
+  node->fn = fn;
+  node->arg = arg;
+  node->accesses = copy;
+  node->access_count = count;
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+int sim__capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags) {
+  if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
+  if (flags & DL_SYNC_SIM_EVENT_RECORD_EXTERNAL) {
+    sim_node *node = capture_node(stream, SIM_NODE_RECORD_EXTERNAL);
+    if (node == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    node->event = event;
+    return DL_SYNC_SIM_SUCCESS;
+  }
+  event->capture = stream->capture;
+  return sim__nodes_copy(&event->capture_nodes, &stream->capture_deps)
+             ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION
+             : DL_SYNC_SIM_SUCCESS;
+}
+
+int sim__capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags) {
+  sim_capture *joined = event->capture;
+  if (joined != NULL) {
+    if (joined->ended) return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+    if (joined->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
+    if (stream->capture == NULL) { /* a fork: stream joins the capture */
+      stream->capture = joined;
+      return sim__nodes_copy(&stream->capture_deps, &event->capture_nodes)
+                 ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION
+                 : DL_SYNC_SIM_SUCCESS;
+    }
+    if (stream->capture != joined) {
+      sim__capture_invalidate(joined);
+      sim__capture_invalidate(stream->capture);
+      return DL_SYNC_SIM_ERROR_CAPTURE_MERGE;
+    }
+    for (size_t i = 0; i < event->capture_nodes.count; i++)
+      if (sim__nodes_add(&stream->capture_deps, event->capture_nodes.items[i]))
+        return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    return DL_SYNC_SIM_SUCCESS;
+  }
+  if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
+  if (!(flags & DL_SYNC_SIM_EVENT_WAIT_EXTERNAL)) {
+    /* A dependency from outside the graph: CUDA refuses it and the capture is lost. */
+    sim__capture_invalidate(stream->capture);
+    return DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION;
+  }
+  sim_node *node = capture_node(stream, SIM_NODE_WAIT_EXTERNAL);
+  if (node == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  node->event = event;
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+/* Marks node and everything it depends on. */
+static void mark_ancestors(const dl_sync_sim_graph *graph, size_t node, char *marked) {
+  if (marked[node]) return;
+  marked[node] = 1;
+  for (size_t i = 0; i < graph->nodes[node].deps.count; i++)
+    mark_ancestors(graph, graph->nodes[node].deps.items[i], marked);
+}
+
+static int conflict(const sim_node *a, const sim_node *b, const void **buffer) {
+  for (size_t i = 0; i < a->access_count; i++)
+    for (size_t j = 0; j < b->access_count; j++)
+      if (a->accesses[i].buffer == b->accesses[j].buffer &&
+          ((a->accesses[i].mode | b->accesses[j].mode) & DL_SYNC_SIM_WRITE)) {
+        *buffer = a->accesses[i].buffer;
+        return 1;
+      }
+  return 0;
+}
+
+/* Two kernels of one graph that touch a buffer, one writing, must be ordered by edges. */
+static void check_graph_races(const dl_sync_sim_graph *graph) {
+  char *marked = calloc(graph->node_count ? graph->node_count : 1, 1);
+  if (marked == NULL) return;
+  for (size_t j = 0; j < graph->node_count; j++) {
+    memset(marked, 0, graph->node_count);
+    mark_ancestors(graph, j, marked);
+    for (size_t i = 0; i < j; i++) {
+      const void *buffer = NULL;
+      if (!marked[i] && conflict(&graph->nodes[i], &graph->nodes[j], &buffer))
+        sim__race_report_graph(graph->nodes[i].name, graph->nodes[j].name, buffer);
+    }
+  }
+  free(marked);
+}
+
+/* Every stream that joined the capture must be joined back into the origin stream. */
+static int all_joined(const sim_capture *capture) {
+  const dl_sync_sim_graph *graph = capture->graph;
+  char *marked = calloc(graph->node_count ? graph->node_count : 1, 1);
+  if (marked == NULL) return 0;
+  const sim_nodes *origin = &capture->origin->capture_deps;
+  for (size_t i = 0; i < origin->count; i++) mark_ancestors(graph, origin->items[i], marked);
+  int joined = 1;
+  for (dl_sync_sim_stream *s = sim.streams; s != NULL; s = s->next_stream)
+    if (s->capture == capture && s != capture->origin)
+      for (size_t i = 0; i < s->capture_deps.count; i++)
+        if (!marked[s->capture_deps.items[i]]) joined = 0;
+  free(marked);
+  return joined;
+}
+
+static void unlink_graph(dl_sync_sim_graph *graph) {
+  for (dl_sync_sim_graph **link = &sim.graphs; *link != NULL; link = &(*link)->next_graph)
+    if (*link == graph) {
+      *link = graph->next_graph;
+      return;
+    }
+}
+
+int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph **graph) {
+  if (graph == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  *graph = NULL;
+  pthread_mutex_lock(&sim.lock);
+  dl_sync_sim_stream *s = sim__resolve(stream);
+  sim_capture *c = s != NULL ? s->capture : NULL;
+  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              : c == NULL || c->origin != s ? DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED
+              : c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && !own_capture(c)
+                  ? DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD
+                  : DL_SYNC_SIM_SUCCESS;
+  dl_sync_sim_user_object **released = NULL;
+  size_t released_count = 0;
+  if (error == DL_SYNC_SIM_SUCCESS) {
+    int joined = all_joined(c);
+    error = c->invalidated ? DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED
+            : !joined      ? DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED
+                           : DL_SYNC_SIM_SUCCESS;
+    c->ended = 1;
+    for (dl_sync_sim_stream *t = sim.streams; t != NULL; t = t->next_stream)
+      if (t->capture == c) {
+        t->capture = NULL;
+        t->capture_deps.count = 0;
+      }
+    if (error == DL_SYNC_SIM_SUCCESS) {
+      check_graph_races(c->graph);
+      *graph = c->graph;
+    } else {
+      unlink_graph(c->graph);
+      sim__graph_free(c->graph, &released, &released_count);
+    }
+    c->graph = NULL;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  sim__user_objects_release(released, released_count);
+  free(released);
+  return error;
+}
+
+int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status, uint64_t *id,
+                                    dl_sync_sim_graph **graph) {
+  if (status == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  dl_sync_sim_stream *s = sim__resolve(stream);
+  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
+  /* The legacy stream cannot be asked while a blocking stream of its device captures. */
+  for (sim_capture *c = sim.captures; s != NULL && s->is_legacy && c != NULL; c = c->next_capture)
+    if (!c->ended && c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && c->origin->device == s->device &&
+        !(c->origin->flags & DL_SYNC_SIM_STREAM_NON_BLOCKING))
+      error = DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
+  if (error == DL_SYNC_SIM_SUCCESS) {
+    sim_capture *c = s->capture;
+    *status = c == NULL ? DL_SYNC_CAPTURE_NONE
+              : c->invalidated ? DL_SYNC_CAPTURE_INVALIDATED
+                               : DL_SYNC_CAPTURE_ACTIVE;
+    if (id != NULL) *id = c != NULL ? c->id : 0;
+    if (graph != NULL) *graph = c != NULL ? c->graph : NULL;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  return error;
+}
+
+void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
+                     size_t *released_count) {
+  for (size_t i = 0; i < graph->node_count; i++) {
+    free(graph->nodes[i].accesses);
+    free(graph->nodes[i].deps.items);
+  }
+  free(graph->nodes);
+  dl_sync_sim_user_object **all =
+      realloc(*released, (*released_count + graph->object_count + 1) * sizeof *all);
+  if (all != NULL) { /* on failure the objects leak rather than run twice */
+    memcpy(all + *released_count, graph->objects, graph->object_count * sizeof *all);
+    *released = all;
+    *released_count += graph->object_count;
+  }
+  free(graph->objects);
+  graph->magic = 0;
+  free(graph);
+}
+
+void sim__capture_free_all(void) {
+  while (sim.captures != NULL) {
+    sim_capture *next = sim.captures->next_capture;
+    free(sim.captures);
+    sim.captures = next;
+  }
+  sim.next_capture_id = 0;
+}
+
+int dl_sync_sim_graph_destroy(dl_sync_sim_graph *graph) {
+  pthread_mutex_lock(&sim.lock);
+  int found = 0;
+  for (dl_sync_sim_graph *g = sim.graphs; g != NULL; g = g->next_graph) found |= g == graph;
+  dl_sync_sim_user_object **released = NULL;
+  size_t released_count = 0;
+  if (found) {
+    unlink_graph(graph);
+    sim__graph_free(graph, &released, &released_count);
+  }
+  pthread_mutex_unlock(&sim.lock);
+  sim__user_objects_release(released, released_count);
+  free(released);
+  return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+}
+
+int dl_sync_sim_graph_count_nodes(const dl_sync_sim_graph *graph, size_t *kernels,
+                                  size_t *external_waits, size_t *external_records) {
+  if (graph == NULL || graph->magic != SIM_GRAPH_MAGIC) return DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+  size_t counts[3] = {0, 0, 0};
+  pthread_mutex_lock(&sim.lock);
+  for (size_t i = 0; i < graph->node_count; i++) counts[graph->nodes[i].kind]++;
+  pthread_mutex_unlock(&sim.lock);
+  if (kernels) *kernels = counts[SIM_NODE_KERNEL];
+  if (external_waits) *external_waits = counts[SIM_NODE_WAIT_EXTERNAL];
+  if (external_records) *external_records = counts[SIM_NODE_RECORD_EXTERNAL];
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+/* An executable graph owns a copy of the nodes and a reference to each user object. */
+static dl_sync_sim_graph *graph_copy(const dl_sync_sim_graph *graph) {
+  dl_sync_sim_graph *copy = graph_new();
+  if (copy == NULL) return NULL;
+  copy->nodes = calloc(graph->node_count ? graph->node_count : 1, sizeof *copy->nodes);
+  copy->objects = calloc(graph->object_count ? graph->object_count : 1, sizeof *copy->objects);
+  int ok = copy->nodes != NULL && copy->objects != NULL;
+  for (size_t i = 0; ok && i < graph->node_count; i++) {
+    const sim_node *from = &graph->nodes[i];
+    sim_node *to = &copy->nodes[i];
+    *to = *from;
+    to->deps = (sim_nodes){0};
+    to->accesses = from->access_count ? malloc(from->access_count * sizeof *to->accesses) : NULL;
+    ok = (from->access_count == 0 || to->accesses != NULL) && !sim__nodes_copy(&to->deps, &from->deps);
+    if (to->accesses) memcpy(to->accesses, from->accesses, from->access_count * sizeof *to->accesses);
+    copy->node_count = i + 1;
+  }
+  if (!ok) {
+    dl_sync_sim_user_object **none = NULL;
+    size_t zero = 0;
+    sim__graph_free(copy, &none, &zero);
+    free(none);
+    return NULL;
+  }
+  for (size_t i = 0; i < graph->object_count; i++) {
+    graph->objects[i]->refcount++;
+    copy->objects[copy->object_count++] = graph->objects[i];
+  }
+  return copy;
+}
+
+int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_graph *graph) {
+  if (exec == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+                                                              : DL_SYNC_SIM_SUCCESS;
+  dl_sync_sim_graph_exec *e = error ? NULL : calloc(1, sizeof *e);
+  if (e != NULL) e->graph = graph_copy(graph);
+  if (error == DL_SYNC_SIM_SUCCESS && (e == NULL || e->graph == NULL)) {
+    free(e);
+    e = NULL;
+    error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  }
+  if (e != NULL) {
+    e->magic = SIM_EXEC_MAGIC;
+    e->next_exec = sim.execs;
+    sim.execs = e;
+  }
+  *exec = e;
+  pthread_mutex_unlock(&sim.lock);
+  return error;
+}
+
+/* A launch is one operation of the stream: ordered after the stream's earlier work and
+   after the records its external-wait nodes name (as of the launch); its external-record
+   nodes record the launch. */
+int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream) {
+  pthread_mutex_lock(&sim.lock);
+  dl_sync_sim_stream *s = sim__resolve(stream);
+  int error = s == NULL || exec == NULL || exec->magic != SIM_EXEC_MAGIC
+                  ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              : s->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
+                                   : DL_SYNC_SIM_SUCCESS;
+  sim_op *op = error ? NULL : calloc(1, sizeof *op);
+  if (error == DL_SYNC_SIM_SUCCESS && op == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  if (op != NULL) error = sim__legacy_sync(s, &op->deps);
+  dl_sync_sim_graph *graph = exec != NULL ? exec->graph : NULL;
+  for (size_t i = 0; error == DL_SYNC_SIM_SUCCESS && i < graph->node_count; i++) {
+    dl_sync_sim_event *event = graph->nodes[i].event;
+    if (graph->nodes[i].kind != SIM_NODE_WAIT_EXTERNAL) continue;
+    if (event->capture != NULL) error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+    else if (sim__deps_add(&op->deps, event->last.stream, event->last.seq))
+      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else sim__clock_join(&s->clock, &event->clock);
+  }
+  if (error != DL_SYNC_SIM_SUCCESS) {
+    if (op != NULL) free(op->deps.items);
+    free(op);
+    pthread_mutex_unlock(&sim.lock);
+    return error;
+  }
+  op->kind = SIM_OP_GRAPH;
+  op->exec = exec;
+  sim__join_host(s);
+  s->clock.c[s->agent]++;
+  for (size_t i = 0; i < graph->node_count; i++)
+    for (size_t a = 0; a < graph->nodes[i].access_count; a++)
+      sim__race_check(s->agent, &s->clock, graph->nodes[i].name, graph->nodes[i].accesses[a].buffer,
+                      graph->nodes[i].accesses[a].mode);
+  sim__enqueue(s, op);
+  for (size_t i = 0; i < graph->node_count; i++) {
+    dl_sync_sim_event *event = graph->nodes[i].event;
+    if (graph->nodes[i].kind != SIM_NODE_RECORD_EXTERNAL) continue;
+    event->capture = NULL;
+    event->last = (sim_dep){s, s->enqueued};
+    event->clock = s->clock;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+void sim__graph_run(dl_sync_sim_graph_exec *exec) {
+  const dl_sync_sim_graph *graph = exec->graph;
+  for (size_t i = 0; i < graph->node_count; i++)
+    if (graph->nodes[i].kind == SIM_NODE_KERNEL) graph->nodes[i].fn(graph->nodes[i].arg);
+}
+
+int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec) {
+  pthread_mutex_lock(&sim.lock);
+  int found = 0;
+  for (dl_sync_sim_graph_exec **link = &sim.execs; *link != NULL; link = &(*link)->next_exec)
+    if (*link == exec) {
+      *link = exec->next_exec;
+      found = 1;
+      break;
+    }
+  dl_sync_sim_user_object **released = NULL;
+  size_t released_count = 0;
+  if (found) {
+    /* Launches still queued run from this copy: wait for them. */
+    sim__wait_streams_idle();
+    sim__graph_free(exec->graph, &released, &released_count);
+    exec->magic = 0;
+    free(exec);
+  }
+  pthread_mutex_unlock(&sim.lock);
+  sim__user_objects_release(released, released_count);
+  free(released);
+  return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+}
+
+int dl_sync_sim_user_object_create(dl_sync_sim_user_object **object, void *ptr,
+                                   void (*destroy)(void *), unsigned refcount) {
+  if (object == NULL || destroy == NULL || refcount == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  *object = malloc(sizeof **object);
+  if (*object == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  **object = (dl_sync_sim_user_object){ptr, destroy, refcount};
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+void sim__user_objects_release(dl_sync_sim_user_object **objects, size_t count) {
+  for (size_t i = 0; i < count; i++) dl_sync_sim_user_object_release(objects[i], 1);
+}
+
+int dl_sync_sim_user_object_release(dl_sync_sim_user_object *object, unsigned count) {
+  if (object == NULL || count == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  int error = count > object->refcount ? DL_SYNC_SIM_ERROR_INVALID_VALUE : DL_SYNC_SIM_SUCCESS;
+  int last = 0;
+  if (error == DL_SYNC_SIM_SUCCESS) {
+    object->refcount -= count;
+    last = object->refcount == 0;
+  }
+  pthread_mutex_unlock(&sim.lock);
+  if (last) { /* as CUDA: the destructor runs without the runtime's locks */
+    object->destroy(object->ptr);
+    free(object);
+  }
+  return error;
+}
+
+int dl_sync_sim_graph_retain_user_object(dl_sync_sim_graph *graph, dl_sync_sim_user_object *object,
+                                         unsigned count) {
+  if (object == NULL || count == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+                                                              : DL_SYNC_SIM_SUCCESS;
+  size_t needed = error ? 0 : graph->object_count + count;
+  if (error == DL_SYNC_SIM_SUCCESS && needed > graph->object_capacity) {
+    dl_sync_sim_user_object **grown = realloc(graph->objects, needed * 2 * sizeof *grown);
+    if (grown == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else {
+      graph->objects = grown;
+      graph->object_capacity = needed * 2;
+    }
+  }
+  for (unsigned i = 0; error == DL_SYNC_SIM_SUCCESS && i < count; i++)
+    graph->objects[graph->object_count++] = object;
+  pthread_mutex_unlock(&sim.lock);
+  return error;
+}

@@ -1,0 +1,215 @@
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+/* The simulator's global state: devices, agents, thread-local caches, jitter, reset. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim_internal.h"
+
+sim_state sim = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .changed = PTHREAD_COND_INITIALIZER,
+    .generation = 1,
+};
+
+/* Per host thread; stale when its generation differs from sim.generation. */
+static _Thread_local struct {
+  uint64_t generation;
+  int32_t device;
+  int agent; /* -1: none yet */
+  dl_sync_sim_stream *per_thread[DL_SYNC_SIM_DEVICES];
+} local;
+
+static void refresh_local(void) {
+  if (local.generation == sim.generation) return;
+  memset(&local, 0, sizeof local);
+  local.generation = sim.generation;
+  local.agent = -1;
+}
+
+int sim__current_device(void) {
+  refresh_local();
+  return local.device;
+}
+
+int dl_sync_sim_get_device(int32_t *device) {
+  if (device == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  *device = sim__current_device();
+  pthread_mutex_unlock(&sim.lock);
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+int dl_sync_sim_set_device(int32_t device) {
+  if (device < 0 || device >= DL_SYNC_SIM_DEVICES) return DL_SYNC_SIM_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&sim.lock);
+  refresh_local();
+  local.device = device;
+  pthread_mutex_unlock(&sim.lock);
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+int sim__new_agent(void) { return sim.next_agent < SIM_MAX_AGENTS ? sim.next_agent++ : -1; }
+
+int sim__host_agent(sim_clock **clock) {
+  refresh_local();
+  if (local.agent < 0) {
+    int agent = sim__new_agent();
+    if (agent < 0) return -1;
+    sim.host_clocks[agent] = calloc(1, sizeof(sim_clock));
+    if (sim.host_clocks[agent] == NULL) return -1;
+    local.agent = agent;
+  }
+  *clock = sim.host_clocks[local.agent];
+  return local.agent;
+}
+
+dl_sync_sim_stream *sim__resolve(dl_sync_sim_stream *stream) {
+  int32_t device = sim__current_device();
+  if (stream == NULL || stream == DL_SYNC_SIM_STREAM_LEGACY) {
+    if (sim.legacy[device] == NULL)
+      sim.legacy[device] = sim__stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 1, 0);
+    return sim.legacy[device];
+  }
+  if (stream == DL_SYNC_SIM_STREAM_PER_THREAD) {
+    if (local.per_thread[device] == NULL)
+      local.per_thread[device] = sim__stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
+    return local.per_thread[device];
+  }
+  return stream->magic == SIM_STREAM_MAGIC && !stream->destroyed ? stream : NULL;
+}
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+void sim__jitter(const dl_sync_sim_stream *stream, uint64_t seq) {
+  unsigned max_us = __atomic_load_n(&sim.jitter_max_us, __ATOMIC_RELAXED);
+  if (max_us == 0) return;
+  uint64_t draw = mix(sim.jitter_seed ^ mix((uint64_t)stream->agent << 40 ^ seq));
+  long us = (long)(draw % (max_us + 1u));
+  struct timespec delay = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&delay, NULL);
+}
+
+void dl_sync_sim_set_jitter(uint64_t seed, unsigned max_us) {
+  pthread_mutex_lock(&sim.lock);
+  sim.jitter_seed = seed;
+  __atomic_store_n(&sim.jitter_max_us, max_us, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&sim.lock);
+}
+
+int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq) {
+  if (stream == NULL || seq == 0) return 0;
+  if (deps->count == deps->capacity) {
+    size_t capacity = deps->capacity ? deps->capacity * 2 : 4;
+    sim_dep *items = realloc(deps->items, capacity * sizeof *items);
+    if (items == NULL) return -1;
+    deps->items = items;
+    deps->capacity = capacity;
+  }
+  deps->items[deps->count++] = (sim_dep){stream, seq};
+  return 0;
+}
+
+int sim__nodes_add(sim_nodes *nodes, size_t node) {
+  for (size_t i = 0; i < nodes->count; i++)
+    if (nodes->items[i] == node) return 0;
+  if (nodes->count == nodes->capacity) {
+    size_t capacity = nodes->capacity ? nodes->capacity * 2 : 4;
+    size_t *items = realloc(nodes->items, capacity * sizeof *items);
+    if (items == NULL) return -1;
+    nodes->items = items;
+    nodes->capacity = capacity;
+  }
+  nodes->items[nodes->count++] = node;
+  return 0;
+}
+
+int sim__nodes_copy(sim_nodes *to, const sim_nodes *from) {
+  to->count = 0;
+  for (size_t i = 0; i < from->count; i++)
+    if (sim__nodes_add(to, from->items[i]) != 0) return -1;
+  return 0;
+}
+
+void sim__clock_join(sim_clock *into, const sim_clock *from) {
+  for (int i = 0; i < SIM_MAX_AGENTS; i++)
+    if (from->c[i] > into->c[i]) into->c[i] = from->c[i];
+}
+
+void dl_sync_sim_reset(void) {
+  pthread_mutex_lock(&sim.lock);
+  sim__wait_streams_idle();
+  sim.shutting_down = 1;
+  pthread_cond_broadcast(&sim.changed);
+  dl_sync_sim_stream *streams = sim.streams;
+  sim.streams = NULL;
+  pthread_mutex_unlock(&sim.lock);
+  for (dl_sync_sim_stream *s = streams; s != NULL; s = s->next_stream)
+    pthread_join(s->worker, NULL);
+
+  pthread_mutex_lock(&sim.lock);
+  while (streams != NULL) {
+    dl_sync_sim_stream *next = streams->next_stream;
+    sim__stream_free(streams);
+    streams = next;
+  }
+  while (sim.events != NULL) {
+    dl_sync_sim_event *next = sim.events->next_event;
+    free(sim.events->capture_nodes.items);
+    free(sim.events);
+    sim.events = next;
+  }
+  dl_sync_sim_user_object **released = NULL;
+  size_t released_count = 0;
+  while (sim.execs != NULL) {
+    dl_sync_sim_graph_exec *next = sim.execs->next_exec;
+    sim__graph_free(sim.execs->graph, &released, &released_count);
+    free(sim.execs);
+    sim.execs = next;
+  }
+  while (sim.graphs != NULL) {
+    dl_sync_sim_graph *next = sim.graphs->next_graph;
+    sim__graph_free(sim.graphs, &released, &released_count);
+    sim.graphs = next;
+  }
+  sim__capture_free_all();
+  for (int i = 0; i < SIM_MAX_AGENTS; i++) {
+    free(sim.host_clocks[i]);
+    sim.host_clocks[i] = NULL;
+  }
+  sim__race_clear();
+  memset(sim.legacy, 0, sizeof sim.legacy);
+  sim.next_agent = 0;
+  sim.jitter_max_us = 0;
+  sim.shutting_down = 0;
+  sim.generation++;
+  pthread_mutex_unlock(&sim.lock);
+  sim__user_objects_release(released, released_count);
+  free(released);
+}
+
+const char *dl_sync_sim_error_name(int error) {
+  switch (error) {
+    case DL_SYNC_SIM_SUCCESS: return "simSuccess";
+    case DL_SYNC_SIM_ERROR_INVALID_VALUE: return "simErrorInvalidValue";
+    case DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION: return "simErrorMemoryAllocation";
+    case DL_SYNC_SIM_ERROR_INVALID_DEVICE: return "simErrorInvalidDevice";
+    case DL_SYNC_SIM_ERROR_INVALID_HANDLE: return "simErrorInvalidResourceHandle";
+    case DL_SYNC_SIM_ERROR_NOT_READY: return "simErrorNotReady";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED: return "simErrorStreamCaptureUnsupported";
+    case DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED: return "simErrorStreamCaptureInvalidated";
+    case DL_SYNC_SIM_ERROR_CAPTURE_MERGE: return "simErrorStreamCaptureMerge";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED: return "simErrorStreamCaptureUnmatched";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED: return "simErrorStreamCaptureUnjoined";
+    case DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION: return "simErrorStreamCaptureIsolation";
+    case DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT: return "simErrorStreamCaptureImplicit";
+    case DL_SYNC_SIM_ERROR_CAPTURED_EVENT: return "simErrorCapturedEvent";
+    case DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD: return "simErrorStreamCaptureWrongThread";
+    default: return "simErrorUnknown";
+  }
+}

@@ -1,0 +1,193 @@
+/* The simulated device's internal state. One mutex guards it all; kernels and user-object
+   destructors run without it. */
+#ifndef DL_SYNC_SIM_INTERNAL_H_
+#define DL_SYNC_SIM_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "dlsync/sim.h"
+
+/* Agents: every stream and every host thread has a component in the vector clocks. */
+enum { SIM_MAX_AGENTS = 256 };
+
+typedef struct sim_clock {
+  uint32_t c[SIM_MAX_AGENTS];
+} sim_clock;
+
+/* "Done once stream has completed its operation seq" (seq 0: nothing to wait for). */
+typedef struct sim_dep {
+  dl_sync_sim_stream *stream;
+  uint64_t seq;
+} sim_dep;
+
+typedef struct sim_deps {
+  sim_dep *items;
+  size_t count, capacity;
+} sim_deps;
+
+/* A set of graph node indices. */
+typedef struct sim_nodes {
+  size_t *items;
+  size_t count, capacity;
+} sim_nodes;
+
+typedef enum sim_op_kind { SIM_OP_KERNEL, SIM_OP_WAIT, SIM_OP_GRAPH } sim_op_kind;
+
+typedef struct sim_op {
+  struct sim_op *next;
+  sim_op_kind kind;
+  uint64_t seq;
+  void (*fn)(void *);
+  void *arg;
+  dl_sync_sim_graph_exec *exec; /* SIM_OP_GRAPH */
+  sim_deps deps;
+} sim_op;
+
+typedef struct sim_capture sim_capture;
+
+struct dl_sync_sim_stream {
+  uint32_t magic;
+  int32_t device;
+  unsigned flags;
+  int is_legacy, is_per_thread, destroyed;
+  int agent;
+  sim_clock clock;
+  uint64_t enqueued, completed;
+  sim_op *head, *tail;
+  pthread_t worker;
+  sim_capture *capture; /* the capture this stream takes part in, or NULL */
+  sim_nodes capture_deps;
+  dl_sync_sim_stream *next_stream; /* all streams, for reset and legacy sync */
+};
+
+struct dl_sync_sim_event {
+  uint32_t magic;
+  sim_dep last; /* the last record; stream NULL when never recorded */
+  sim_clock clock;
+  sim_capture *capture; /* set when last recorded inside a capture */
+  sim_nodes capture_nodes;
+  dl_sync_sim_event *next_event;
+};
+
+typedef enum sim_node_kind { SIM_NODE_KERNEL, SIM_NODE_WAIT_EXTERNAL, SIM_NODE_RECORD_EXTERNAL } sim_node_kind;
+
+typedef struct sim_node {
+  sim_node_kind kind;
+  const char *name;
+  void (*fn)(void *);
+  void *arg;
+  dl_sync_sim_access *accesses;
+  size_t access_count;
+  dl_sync_sim_event *event;
+  sim_nodes deps;
+} sim_node;
+
+struct dl_sync_sim_user_object {
+  void *ptr;
+  void (*destroy)(void *);
+  unsigned refcount;
+};
+
+struct dl_sync_sim_graph {
+  uint32_t magic;
+  sim_node *nodes;
+  size_t node_count, node_capacity;
+  dl_sync_sim_user_object **objects; /* one entry per reference held */
+  size_t object_count, object_capacity;
+  dl_sync_sim_graph *next_graph;
+};
+
+struct dl_sync_sim_graph_exec {
+  uint32_t magic;
+  dl_sync_sim_graph *graph; /* a private copy of the instantiated graph */
+  dl_sync_sim_graph_exec *next_exec;
+};
+
+struct sim_capture {
+  uint64_t id;
+  int mode;
+  int invalidated;
+  int ended; /* kept until reset: events recorded in it still point here */
+  pthread_t thread;
+  dl_sync_sim_stream *origin;
+  dl_sync_sim_graph *graph;
+  sim_capture *next_capture;
+};
+
+typedef struct sim_state {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  uint64_t generation; /* bumped by reset: thread-local caches compare it */
+  int shutting_down;
+  dl_sync_sim_stream *streams;
+  dl_sync_sim_stream *legacy[DL_SYNC_SIM_DEVICES];
+  dl_sync_sim_event *events;
+  dl_sync_sim_graph *graphs;
+  dl_sync_sim_graph_exec *execs;
+  sim_capture *captures; /* every capture since reset */
+  uint64_t next_capture_id;
+  int next_agent;
+  sim_clock *host_clocks[SIM_MAX_AGENTS];
+  uint64_t jitter_seed;
+  unsigned jitter_max_us;
+} sim_state;
+
+extern sim_state sim;
+
+enum { SIM_STREAM_MAGIC = 0x5e7ea7, SIM_EVENT_MAGIC = 0xe7e47, SIM_GRAPH_MAGIC = 0x6a4f,
+       SIM_EXEC_MAGIC = 0xe8ec };
+
+/* runtime.c (lock held unless noted) */
+int sim__current_device(void);
+int sim__new_agent(void);
+/* The calling host thread's agent and clock. */
+int sim__host_agent(sim_clock **clock);
+/* Resolves the special handles (NULL, 1, 2) and checks the magic; NULL if invalid. */
+dl_sync_sim_stream *sim__resolve(dl_sync_sim_stream *stream);
+void sim__jitter(const dl_sync_sim_stream *stream, uint64_t seq); /* lock not held */
+int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);
+int sim__nodes_add(sim_nodes *nodes, size_t node);
+int sim__nodes_copy(sim_nodes *to, const sim_nodes *from);
+void sim__clock_join(sim_clock *into, const sim_clock *from);
+
+/* stream.c */
+dl_sync_sim_stream *sim__stream_new(int32_t device, unsigned flags, int is_legacy,
+                                    int is_per_thread);
+/* Appends op to stream (lock held); wakes its worker. */
+void sim__enqueue(dl_sync_sim_stream *stream, sim_op *op);
+/* The implicit synchronization of the legacy stream: deps and clock for an operation
+   about to be enqueued on stream. Fails with 906 when it would touch a capture. */
+int sim__legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps);
+int sim__dep_done(sim_dep dep);
+/* Enqueues a marker carrying the legacy stream's implicit dependencies, if any. */
+int sim__legacy_marker(dl_sync_sim_stream *stream);
+/* Work enqueued by a host thread is ordered after what that thread did before. */
+void sim__join_host(dl_sync_sim_stream *stream);
+void sim__wait_streams_idle(void);
+void sim__stream_free(dl_sync_sim_stream *stream);
+
+/* race.c (lock held) */
+void sim__race_check(int agent, const sim_clock *clock, const char *name, const void *buffer,
+                     int mode);
+/* Accesses of two unordered nodes of one graph. */
+void sim__race_report_graph(const char *a, const char *b, const void *buffer);
+void sim__race_clear(void);
+
+/* capture.c (lock held) */
+/* Fails with the capture error when the calling thread may not make a forbidden call now,
+   invalidating the captures it would disturb. */
+int sim__check_prohibited(void);
+void sim__capture_invalidate(sim_capture *capture);
+int sim__capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
+                        void *arg, const dl_sync_sim_access *accesses, size_t count);
+int sim__capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags);
+int sim__capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags);
+void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
+                     size_t *released_count);
+void sim__capture_free_all(void);
+/* Runs a graph's kernels in order (lock not held). */
+void sim__graph_run(dl_sync_sim_graph_exec *exec);
+void sim__user_objects_release(dl_sync_sim_user_object **objects, size_t count); /* no lock */
+
+#endif /* DL_SYNC_SIM_INTERNAL_H_ */

@@ -1,0 +1,29 @@
+/* Shared pieces of the ordering suites on the simulated device: a producer kernel that
+   writes a pattern, a consumer kernel that counts mismatches, and threads that record
+   outcomes for the test thread to assert (cmocka is not thread-safe). */
+#ifndef DL_SYNC_TEST_ORDERING_H_
+#define DL_SYNC_TEST_ORDERING_H_
+
+#include <stdint.h>
+
+#include "dlsync/dlsync.h"
+
+enum { PATTERN_WORDS = 64 };
+
+typedef struct pattern {
+  int32_t words[PATTERN_WORDS];
+  int64_t mismatches;
+} pattern;
+
+/* Launches producer(value) on stream: writes value + i to every word. */
+int launch_producer(void *stream, pattern *p, int32_t value);
+/* Launches the consumer on stream: counts words that differ from expected. */
+int launch_consumer(void *stream, pattern *p, int32_t expected);
+/* A CUDA-typed view of a simulated stream on device 0 (or device). */
+dl_sync_stream sim_view(void *stream, int32_t device);
+/* Installs the sim under every CUDA and ROCm device type, and resets it. */
+void use_sim(void);
+/* Restores the default backends after shutting dlsync down and resetting the sim. */
+void leave_sim(void);
+
+#endif
