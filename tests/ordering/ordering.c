@@ -22,13 +22,18 @@ static job *new_job(pattern *p, int32_t value) {
 
 static void producer(void *arg) {
   job *j = arg;
-  for (int i = 0; i < PATTERN_WORDS; i++) ((volatile int32_t *)j->p->words)[i] = j->value + i;
+  for (int i = 0; i < PATTERN_WORDS; i++) {
+    if (j->p->racy) __atomic_store_n(&j->p->words[i], j->value + i, __ATOMIC_RELAXED);
+    else j->p->words[i] = j->value + i;
+  }
 }
 
 static void consumer(void *arg) {
   job *j = arg;
-  for (int i = 0; i < PATTERN_WORDS; i++)
-    if (((volatile int32_t *)j->p->words)[i] != j->value + i) j->p->mismatches++;
+  for (int i = 0; i < PATTERN_WORDS; i++) {
+    int32_t word = j->p->racy ? __atomic_load_n(&j->p->words[i], __ATOMIC_RELAXED) : j->p->words[i];
+    if (word != j->value + i) j->p->mismatches++;
+  }
 }
 
 int launch_producer(void *stream, pattern *p, int32_t value) {

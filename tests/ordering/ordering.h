@@ -12,6 +12,9 @@ enum { PATTERN_WORDS = 64 };
 
 typedef struct pattern {
   int32_t words[PATTERN_WORDS];
+  /* Negative controls race on purpose: their kernels use relaxed atomics so that the
+     race is well defined (and ThreadSanitizer checks only the ordered runs). */
+  int racy;
   int64_t mismatches;
 } pattern;
 

@@ -86,6 +86,7 @@ static void *run_exchange(void *arg) {
 static void run_exchange_threads(exchange_worker *workers, int with_dependency, int iterations) {
   for (int t = 0; t < THREADS; t++) {
     workers[t] = (exchange_worker){.with_dependency = with_dependency, .iterations = iterations};
+    workers[t].data.racy = !with_dependency;
     assert_int_equal(pthread_create(&workers[t].thread, NULL, run_exchange, &workers[t]), 0);
   }
   for (int t = 0; t < THREADS; t++) pthread_join(workers[t].thread, NULL);
@@ -138,7 +139,7 @@ static void test_legacy_stream_waits_for_blocking_streams(void **state) {
 
 static void test_legacy_stream_does_not_wait_for_non_blocking_streams(void **state) {
   (void)state;
-  static pattern data;
+  static pattern data = {.racy = 1};
   dl_sync_sim_stream *non_blocking;
   CHECK_SIM(dl_sync_sim_stream_create(&non_blocking, DL_SYNC_SIM_STREAM_NON_BLOCKING));
   CHECK_SIM(launch_producer(non_blocking, &data, 7));
@@ -207,7 +208,7 @@ static void test_stream_two_is_the_calling_threads_per_thread_stream(void **stat
 
 static void test_another_threads_per_thread_stream_is_not_ordered(void **state) {
   (void)state;
-  static pattern data;
+  static pattern data = {.racy = 1};
   /* Thread 1 produces and exports to *its* stream 2; thread 2 consumes on *its* own. */
   per_thread_worker producer = {.data = &data, .produce = 1, .use_dependency = 1};
   pthread_create(&producer.thread, NULL, run_per_thread, &producer);
@@ -268,7 +269,7 @@ static void test_one_capture_forks_and_joins_and_replays_without_races(void **st
 
 static void test_negative_control_capture_without_the_edge_is_a_graph_race(void **state) {
   (void)state;
-  static pattern data;
+  static pattern data = {.racy = 1};
   dl_sync_sim_stream *a, *b;
   CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
   CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
@@ -316,6 +317,7 @@ static pool_counts pool_now(void) {
 
 static void capture_consumer(int with_dependency, int launches) {
   static pattern data;
+  data = (pattern){.racy = !with_dependency};
   dl_sync_sim_stream *a, *b, *launcher;
   CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
   CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
