@@ -85,6 +85,12 @@ int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DL
   return DL_SYNC_OK;
 }
 
+int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, const char *func,
+                                     dl_sync_stream stream) {
+  if (!dl_sync__is_default_stream(stream.handle)) return DL_SYNC_OK;
+  return dl_sync__device_guard_use(guard, func, stream.device);
+}
+
 int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
                               int status) {
   if (!guard->switched || guard->current == guard->saved) return status;

@@ -38,6 +38,10 @@ typedef struct dl_sync__device_guard {
 void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_backend *backend);
 /* Makes device.device_id current, querying and switching only when needed. */
 int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DLDevice device);
+/* Calls on a default stream resolve it on the current device: makes stream's device
+   current when stream.handle is a default stream. */
+int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, const char *func,
+                                     dl_sync_stream stream);
 /* Restores the caller's device; status is returned unchanged unless it was OK. */
 int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
                               int status);

@@ -19,10 +19,8 @@ typedef struct dep {
   int none_arg; /* export(stream=None): may be no sync while src captures */
 } dep;
 
-/* Calls whose stream is a default stream resolve it on the current device. */
 static int use_stream_device(dep *d, dl_sync_stream stream) {
-  if (!dl_sync__is_default_stream(stream.handle)) return DL_SYNC_OK;
-  return dl_sync__device_guard_use(&d->guard, d->func, stream.device);
+  return dl_sync__device_guard_use_stream(&d->guard, d->func, stream);
 }
 
 static int query_capture(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {

@@ -10,6 +10,8 @@
 #include "dlsync/status.h"
 #include "dlsync/stream.h"
 #include "dlsync/dep.h"
+#include "dlsync/tensor.h"
+#include "dlsync/exchange.h"
 #include "dlsync/backend.h"
 #include "dlsync/sim.h"
 

@@ -1,0 +1,373 @@
+/* Per-tensor events owned by the deleter, on the simulated device: ordering (with a
+   negative control), identity and ownership, deleters on foreign threads, bad input. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dlsync/dlsync.h"
+#include "ordering/ordering.h"
+
+#define CHECK_SIM(call)                                                                  \
+  do {                                                                                   \
+    int error_ = (call);                                                                 \
+    if (error_ != 0) fail_msg("%s: %s", #call, dl_sync_sim_error_name(error_));          \
+  } while (0)
+#define CHECK_DL(call)                                                                   \
+  do {                                                                                   \
+    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());           \
+  } while (0)
+
+/* A producer's tensor: its own manager_ctx and deleter, which count their calls. */
+typedef struct producer_tensor {
+  DLManagedTensorVersioned versioned;
+  DLManagedTensor legacy;
+  int marker; /* what manager_ctx points to */
+  atomic_int deleted;
+  atomic_int wrong_ctx;
+} producer_tensor;
+
+static void producer_deleter(DLManagedTensorVersioned *t) {
+  producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, versioned));
+  if (t->manager_ctx != &p->marker || t->deleter != producer_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  atomic_fetch_add(&p->deleted, 1);
+}
+
+static void producer_legacy_deleter(DLManagedTensor *t) {
+  producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, legacy));
+  if (t->manager_ctx != &p->marker || t->deleter != producer_legacy_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  atomic_fetch_add(&p->deleted, 1);
+}
+
+static void make_tensor(producer_tensor *p, DLDevice device) {
+  memset(p, 0, sizeof *p);
+  p->versioned = (DLManagedTensorVersioned){.version = {1, 3}, .manager_ctx = &p->marker,
+                                            .deleter = producer_deleter};
+  p->versioned.dl_tensor.device = device;
+  p->legacy = (DLManagedTensor){.manager_ctx = &p->marker, .deleter = producer_legacy_deleter};
+  p->legacy.dl_tensor.device = device;
+}
+
+static const DLDevice cuda0 = {kDLCUDA, 0};
+
+static int setup(void **state) {
+  (void)state;
+  use_sim();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  leave_sim();
+  return 0;
+}
+
+static dl_sync_pool_stats pool(void) {
+  dl_sync_pool_stats stats;
+  dl_sync_pool_stats_get(dl_sync_sim_backend(), 0, &stats);
+  return stats;
+}
+
+static void assert_error_mentions(const char *text) {
+  if (strstr(dl_sync_last_error(), text) == NULL)
+    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
+}
+
+/* Producer writes on a and records the tensor's event; consumer waits (or not) on b. */
+static void exchange_through_tensor_event(int legacy, int wait, int iterations) {
+  static pattern data;
+  data = (pattern){.racy = !wait};
+  dl_sync_sim_stream *a, *b;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  dl_sync_sim_set_jitter(11, 300);
+  for (int i = 0; i < iterations; i++) {
+    producer_tensor p;
+    make_tensor(&p, cuda0);
+    CHECK_SIM(launch_producer(a, &data, i));
+    if (legacy) CHECK_DL(dl_sync_legacy_tensor_record(&p.legacy, sim_view(a, 0)));
+    else CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+    assert_int_equal(legacy ? dl_sync_legacy_tensor_has_event(&p.legacy)
+                            : dl_sync_tensor_has_event(&p.versioned), 1);
+    if (wait && legacy) CHECK_DL(dl_sync_legacy_tensor_wait(&p.legacy, sim_view(b, 0)));
+    if (wait && !legacy) CHECK_DL(dl_sync_tensor_wait(&p.versioned, sim_view(b, 0)));
+    CHECK_SIM(launch_consumer(b, &data, i));
+    /* The consumer is done with the tensor: the deleter may run right away. */
+    if (legacy) p.legacy.deleter(&p.legacy);
+    else p.versioned.deleter(&p.versioned);
+    assert_int_equal(atomic_load(&p.deleted), 1);
+    assert_int_equal(atomic_load(&p.wrong_ctx), 0);
+    CHECK_DL(dl_sync_push_dep(sim_view(b, 0), sim_view(a, 0)));
+  }
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  dl_sync_sim_host_access("test reads mismatches", &data.mismatches, DL_SYNC_SIM_READ);
+  if (wait) {
+    assert_int_equal(dl_sync_sim_race_count(), 0);
+    assert_int_equal(data.mismatches, 0);
+    assert_int_equal(pool().outstanding, 0);
+  } else {
+    assert_int_equal(dl_sync_sim_race_count(), (uint64_t)iterations);
+    print_message("without the wait: %llu races, %lld wrong words\n",
+                  (unsigned long long)dl_sync_sim_race_count(), (long long)data.mismatches);
+  }
+}
+
+static void test_tensor_event_orders_the_consumer(void **state) {
+  (void)state;
+  exchange_through_tensor_event(0, 1, 200);
+}
+
+static void test_legacy_tensor_event_orders_the_consumer(void **state) {
+  (void)state;
+  exchange_through_tensor_event(1, 1, 200);
+}
+
+static void test_negative_control_without_the_wait_races(void **state) {
+  (void)state;
+  exchange_through_tensor_event(0, 0, 100);
+}
+
+static void test_identity_and_deleter_contract(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  DLManagedTensorVersioned *before = &p.versioned;
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  assert_ptr_not_equal(p.versioned.manager_ctx, &p.marker); /* wrapped in place */
+  assert_ptr_not_equal(p.versioned.deleter, producer_deleter);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0))); /* re-record */
+  assert_int_equal(pool().created, 1);
+  CHECK_DL(dl_sync_tensor_synchronize(&p.versioned));
+  before->deleter(before);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(atomic_load(&p.wrong_ctx), 0);
+  assert_ptr_equal(p.versioned.manager_ctx, &p.marker); /* restored */
+  assert_ptr_equal(p.versioned.deleter, producer_deleter);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+static void test_null_original_deleter_stays_legal(void **state) {
+  (void)state;
+  DLManagedTensorVersioned t = {.version = {1, 3}};
+  t.dl_tensor.device = cuda0;
+  DLManagedTensor legacy = {.dl_tensor = {.device = cuda0}};
+  CHECK_DL(dl_sync_tensor_record(&t, sim_view(NULL, 0)));
+  CHECK_DL(dl_sync_legacy_tensor_record(&legacy, sim_view(NULL, 0)));
+  t.deleter(&t);
+  legacy.deleter(&legacy);
+  assert_null(t.deleter);
+  assert_null(t.manager_ctx);
+  assert_null(legacy.deleter);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+static void test_foreign_tensor_wait_is_a_noop_that_says_so(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), 0);
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_OK);
+  assert_error_mentions("carries no dlsync event");
+  assert_int_equal(dl_sync_legacy_tensor_wait(&p.legacy, sim_view(NULL, 0)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_tensor_synchronize(&p.versioned), DL_SYNC_OK);
+  assert_int_equal(pool().created, 0);
+}
+
+static void test_tensor_freed_before_the_graph_that_waits_on_its_event(void **state) {
+  (void)state;
+  static pattern data;
+  dl_sync_sim_stream *a, *b, *launcher;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&launcher, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  dl_sync_sim_set_jitter(12, 400);
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_SIM(launch_producer(a, &data, 3));
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(b, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_DL(dl_sync_tensor_wait(&p.versioned, sim_view(b, 0)));
+  CHECK_SIM(launch_consumer(b, &data, 3));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(b, &graph));
+  p.versioned.deleter(&p.versioned); /* the tensor goes first */
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(pool().outstanding, 1); /* the graph still holds the event */
+  dl_sync_sim_graph_exec *exec;
+  CHECK_SIM(dl_sync_sim_graph_instantiate(&exec, graph));
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  for (int i = 0; i < 10; i++) CHECK_SIM(dl_sync_sim_graph_launch(exec, launcher));
+  CHECK_SIM(dl_sync_sim_stream_synchronize(launcher));
+  dl_sync_sim_host_access("test reads mismatches", &data.mismatches, DL_SYNC_SIM_READ);
+  assert_int_equal(dl_sync_sim_race_count(), 0);
+  assert_int_equal(data.mismatches, 0);
+  assert_int_equal(pool().outstanding, 1);
+  CHECK_SIM(dl_sync_sim_graph_exec_destroy(exec));
+  assert_int_equal(pool().outstanding, 0);
+}
+
+/* Producers record on their threads; the tensors are deleted on other threads, while
+   other exports go on. */
+enum { PRODUCERS = 4, DELETERS = 4, TENSORS_PER_PRODUCER = 500 };
+
+typedef struct handoff {
+  pthread_mutex_t lock;
+  pthread_cond_t ready;
+  producer_tensor *queue[PRODUCERS * TENSORS_PER_PRODUCER];
+  size_t head, tail;
+  int producers_done;
+} handoff;
+
+typedef struct thread_arg {
+  pthread_t thread;
+  handoff *h;
+  producer_tensor *tensors;
+  int failures;
+  char error[256];
+} thread_arg;
+
+static void *produce_tensors(void *arg) {
+  thread_arg *t = arg;
+  dl_sync_sim_stream *a, *b;
+  dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  for (int i = 0; i < TENSORS_PER_PRODUCER; i++) {
+    producer_tensor *p = &t->tensors[i];
+    make_tensor(p, cuda0);
+    int status = dl_sync_tensor_record(&p->versioned, sim_view(a, 0));
+    if (status == 0) status = dl_sync_tensor_wait(&p->versioned, sim_view(b, 0));
+    if (status == 0) status = dl_sync_push_dep(sim_view(b, 0), sim_view(a, 0)); /* exports too */
+    if (status != 0 && t->failures++ == 0) snprintf(t->error, sizeof t->error, "%s", dl_sync_last_error());
+    pthread_mutex_lock(&t->h->lock);
+    t->h->queue[t->h->tail++] = p;
+    pthread_cond_signal(&t->h->ready);
+    pthread_mutex_unlock(&t->h->lock);
+  }
+  return NULL;
+}
+
+static void *delete_tensors(void *arg) {
+  thread_arg *t = arg;
+  for (;;) {
+    pthread_mutex_lock(&t->h->lock);
+    while (t->h->head == t->h->tail && !t->h->producers_done) pthread_cond_wait(&t->h->ready, &t->h->lock);
+    producer_tensor *p = t->h->head < t->h->tail ? t->h->queue[t->h->head++] : NULL;
+    pthread_mutex_unlock(&t->h->lock);
+    if (p == NULL) return NULL;
+    p->versioned.deleter(&p->versioned);
+  }
+}
+
+static void test_deleters_run_on_foreign_threads_during_exports(void **state) {
+  (void)state;
+  static handoff h = {.lock = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER};
+  static producer_tensor tensors[PRODUCERS][TENSORS_PER_PRODUCER];
+  thread_arg producers[PRODUCERS], deleters[DELETERS];
+  for (int i = 0; i < DELETERS; i++) {
+    deleters[i] = (thread_arg){.h = &h};
+    pthread_create(&deleters[i].thread, NULL, delete_tensors, &deleters[i]);
+  }
+  for (int i = 0; i < PRODUCERS; i++) {
+    producers[i] = (thread_arg){.h = &h, .tensors = tensors[i]};
+    pthread_create(&producers[i].thread, NULL, produce_tensors, &producers[i]);
+  }
+  for (int i = 0; i < PRODUCERS; i++) pthread_join(producers[i].thread, NULL);
+  pthread_mutex_lock(&h.lock);
+  h.producers_done = 1;
+  pthread_cond_broadcast(&h.ready);
+  pthread_mutex_unlock(&h.lock);
+  for (int i = 0; i < DELETERS; i++) pthread_join(deleters[i].thread, NULL);
+  for (int i = 0; i < PRODUCERS; i++) {
+    if (producers[i].failures) fail_msg("producer %d: %s", i, producers[i].error);
+    for (int j = 0; j < TENSORS_PER_PRODUCER; j++) {
+      assert_int_equal(atomic_load(&tensors[i][j].deleted), 1);
+      assert_int_equal(atomic_load(&tensors[i][j].wrong_ctx), 0);
+    }
+  }
+  dl_sync_pool_stats stats = pool();
+  print_message("%d tensors deleted on foreign threads, %llu events created\n",
+                PRODUCERS * TENSORS_PER_PRODUCER, (unsigned long long)stats.created);
+  assert_int_equal(stats.outstanding, 0);
+  assert_int_equal(stats.idle, stats.created);
+}
+
+static void test_bad_input_gets_clear_errors(void **state) {
+  (void)state;
+  assert_int_equal(dl_sync_tensor_record(NULL, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_error_mentions("dl_sync_tensor_record: tensor must not be NULL");
+  assert_int_equal(dl_sync_tensor_wait(NULL, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_legacy_tensor_wait(NULL, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_tensor_synchronize(NULL), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_tensor_has_event(NULL), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_legacy_tensor_has_event(NULL), DL_SYNC_EINVAL);
+
+  producer_tensor cpu;
+  make_tensor(&cpu, (DLDevice){kDLCPU, 0});
+  assert_int_equal(dl_sync_tensor_record(&cpu.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_error_mentions("is on cpu:0 but the producer stream is on cuda:0");
+  assert_int_equal(dl_sync_tensor_record(&cpu.versioned, dl_sync_stream_view(cpu.versioned.dl_tensor.device, NULL)),
+                   DL_SYNC_EINVAL);
+  assert_error_mentions("which has no streams");
+  producer_tensor rocm;
+  make_tensor(&rocm, (DLDevice){kDLROCM, 0});
+  assert_int_equal(dl_sync_tensor_record(&rocm.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_tensor_record(&rocm.versioned, dl_sync_stream_view((DLDevice){(DLDeviceType)99, 0}, NULL)),
+                   DL_SYNC_EINVAL);
+  assert_error_mentions("unknown device type 99");
+
+  /* A corrupt tensor: dlsync's deleter, someone else's manager_ctx. */
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  void *owner = p.versioned.manager_ctx;
+  int garbage[16] = {0};
+  p.versioned.manager_ctx = garbage;
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), DL_SYNC_EINVAL);
+  assert_error_mentions("the tensor is corrupt");
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_tensor_synchronize(&p.versioned), DL_SYNC_EINVAL);
+  p.versioned.manager_ctx = owner;
+  p.versioned.deleter(&p.versioned);
+
+  /* A capturing producer. */
+  dl_sync_sim_stream *a;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(a, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  make_tensor(&p, cuda0);
+  assert_int_equal(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)), DL_SYNC_ECAPTURE);
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), 0);
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(a, &graph));
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+
+  /* Re-recording on another device. */
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  assert_int_equal(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 1)), DL_SYNC_EINVAL);
+  assert_error_mentions("cannot be re-recorded on cuda:1");
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+#define TENSOR_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      TENSOR_TEST(test_tensor_event_orders_the_consumer),
+      TENSOR_TEST(test_legacy_tensor_event_orders_the_consumer),
+      TENSOR_TEST(test_negative_control_without_the_wait_races),
+      TENSOR_TEST(test_identity_and_deleter_contract),
+      TENSOR_TEST(test_null_original_deleter_stays_legal),
+      TENSOR_TEST(test_foreign_tensor_wait_is_a_noop_that_says_so),
+      TENSOR_TEST(test_tensor_freed_before_the_graph_that_waits_on_its_event),
+      TENSOR_TEST(test_deleters_run_on_foreign_threads_during_exports),
+      TENSOR_TEST(test_bad_input_gets_clear_errors),
+  };
+  return cmocka_run_group_tests_name("tensor", tests, NULL, NULL);
+}
