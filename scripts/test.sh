@@ -5,17 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config clang libcmocka-dev libamdhip64-dev libdlpack-dev)
-missing=()
-for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing packages: ${missing[*]} (run as root to install them)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash scripts/install-deps.sh
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 cuda_args=()
 [ -x "$cuda_root/bin/nvcc" ] && cuda_args=(-DCUDAToolkit_ROOT="$cuda_root")

@@ -1,0 +1,127 @@
+/* Framework B: the consumer. It imports DLPack tensors three ways. */
+#include "framework_b.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "stream_names.h"
+
+enum { MAX_LATER = 64 };
+
+static const DLDevice device = {kDLCUDA, 0};
+static dl_sync_sim_stream *main_stream, *side_stream;
+static int sync_enabled;
+/* Wrong elements seen, one counter per stream that checks (kernels of one stream only). */
+static int64_t seen_wrong_on_producer_stream, seen_wrong_on_main, seen_wrong_on_side;
+static pthread_t later[MAX_LATER];
+static int later_count;
+
+int fb_init(int sync) {
+  sync_enabled = sync;
+  int error = dl_sync_sim_stream_create(&main_stream, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  if (error == 0) error = dl_sync_sim_stream_create(&side_stream, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  stream_name_set(main_stream, "B.main");
+  stream_name_set(side_stream, "B.side");
+  return error;
+}
+
+void fb_shutdown(void) {
+  dl_sync_sim_stream_destroy(main_stream);
+  dl_sync_sim_stream_destroy(side_stream);
+}
+
+typedef struct check_job {
+  const int32_t *data;
+  int64_t count;
+  int32_t expected;
+  int64_t *wrong;
+} check_job;
+
+static void check_kernel(void *arg) {
+  check_job *job = arg;
+  for (int64_t i = 0; i < job->count; i++)
+    if (__atomic_load_n(&job->data[i], __ATOMIC_RELAXED) != job->expected + (int32_t)i) (*job->wrong)++;
+  free(job);
+}
+
+static int launch_check(void *stream, const DLTensor *t, int32_t expected, int64_t *wrong) {
+  check_job *job = malloc(sizeof *job);
+  if (job == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  *job = (check_job){t->data, t->shape[0], expected, wrong};
+  dl_sync_sim_access accesses[] = {{t->data, DL_SYNC_SIM_READ},
+                                   {wrong, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
+  printf("  B  reads tensor %p on %s\n", t->data, stream_name(stream));
+  return dl_sync_sim_launch(stream, "B.check", check_kernel, job, accesses, 2);
+}
+
+int fb_check_on_producer_stream(const DLPackExchangeAPI *api, void *object, int32_t expected) {
+  dl_sync_stream producer;
+  int status = dl_sync_stream_from_exchange_api(api, device, &producer);
+  if (status != DL_SYNC_OK) return status;
+  printf("  B  asks A's exchange table for its current work stream: %s (N0: same stream, no "
+         "synchronization needed)\n", stream_name(producer.handle));
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(object, &m) != 0) return DL_SYNC_EBACKEND;
+  status = launch_check(producer.handle, &m->dl_tensor, expected, &seen_wrong_on_producer_stream);
+  m->deleter(m);
+  return status == 0 ? DL_SYNC_OK : DL_SYNC_EBACKEND;
+}
+
+int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t expected) {
+  dl_sync_stream_arg arg;
+  int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, main_stream), &arg);
+  if (status != DL_SYNC_OK) return status;
+  printf("  B  calls A's __dlpack__(stream=%#llx) for B.main\n", (unsigned long long)arg.value);
+  DLManagedTensorVersioned *m = NULL;
+  status = dlpack(object, arg, &m);
+  if (status != DL_SYNC_OK) return status;
+  status = launch_check(main_stream, &m->dl_tensor, expected, &seen_wrong_on_main);
+  m->deleter(m);
+  return status == 0 ? DL_SYNC_OK : DL_SYNC_EBACKEND;
+}
+
+typedef struct later_job {
+  DLManagedTensorVersioned *tensor;
+  int32_t expected;
+  int status;
+} later_job;
+
+static void *check_later(void *arg) {
+  later_job *job = arg;
+  if (sync_enabled) {
+    printf("  B  (another thread) waits on the tensor's event on B.side\n");
+    job->status = dl_sync_tensor_wait(job->tensor, dl_sync_stream_view(device, side_stream));
+  }
+  if (job->status == DL_SYNC_OK)
+    job->status = launch_check(side_stream, &job->tensor->dl_tensor, job->expected, &seen_wrong_on_side);
+  job->tensor->deleter(job->tensor); /* the deleter runs on this thread */
+  if (job->status != DL_SYNC_OK) fprintf(stderr, "B: %s\n", dl_sync_last_error());
+  free(job);
+  return NULL;
+}
+
+int fb_check_later_on_another_thread(DLManagedTensorVersioned *tensor, int32_t expected) {
+  later_job *job = malloc(sizeof *job);
+  if (job == NULL || later_count == MAX_LATER) {
+    free(job);
+    return DL_SYNC_ENOMEM;
+  }
+  *job = (later_job){tensor, expected, DL_SYNC_OK};
+  /* One at a time keeps the timeline readable; the thread is still a foreign one. */
+  if (pthread_create(&later[later_count], NULL, check_later, job) != 0) return DL_SYNC_ENOMEM;
+  pthread_join(later[later_count], NULL);
+  later_count++;
+  return DL_SYNC_OK;
+}
+
+int64_t fb_finish(void) {
+  dl_sync_sim_device_synchronize();
+  const int64_t *counters[] = {&seen_wrong_on_producer_stream, &seen_wrong_on_main, &seen_wrong_on_side};
+  int64_t wrong = 0;
+  for (int i = 0; i < 3; i++) {
+    dl_sync_sim_host_access("B reads its counters", counters[i], DL_SYNC_SIM_READ);
+    wrong += *counters[i];
+  }
+  return wrong;
+}

@@ -1,0 +1,23 @@
+/* Framework B, the consumer: imports DLPack tensors and runs a checking kernel on them. */
+#ifndef DEMO_FRAMEWORK_B_H_
+#define DEMO_FRAMEWORK_B_H_
+
+#include <stdint.h>
+
+#include <dlsync/dlsync.h>
+
+/* A producer's __dlpack__: returns an owning tensor made safe for the stream argument. */
+typedef int (*fb_dlpack_fn)(void *object, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
+
+int fb_init(int sync);
+void fb_shutdown(void);
+/* N0: runs the check on the producer's current work stream (asked from its table). */
+int fb_check_on_producer_stream(const DLPackExchangeAPI *api, void *object, int32_t expected);
+/* Stream argument: asks the producer to make the data ready on B's own stream. */
+int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t expected);
+/* N1: takes ownership of tensor; another thread waits on its event and checks it later. */
+int fb_check_later_on_another_thread(DLManagedTensorVersioned *tensor, int32_t expected);
+/* Waits for all of B's work; returns the number of wrong elements B saw. */
+int64_t fb_finish(void);
+
+#endif

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dlsync's build, tests and samples need (as root), if missing.
+# Usage: scripts/install-deps.sh PACKAGE...   (none: the build and test set)
+set -euo pipefail
+packages=("$@")
+[ ${#packages[@]} -gt 0 ] ||
+  packages=(build-essential cmake pkg-config clang libcmocka-dev libamdhip64-dev libdlpack-dev)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing packages: ${missing[*]} (run as root to install them)" >&2
+  exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
