@@ -22,6 +22,41 @@ for cc in gcc clang; do
   ctest --test-dir "$build" --output-on-failure -j"$jobs"
 done
 
+sanitized() { # name, C flags, extra cmake arguments...
+  local name=$1 flags=$2
+  shift 2
+  echo "== $name: configure, build, test"
+  cmake -S . -B build/ci-$name -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+    -DDL_SYNC_WITH_CUDA=OFF -DDL_SYNC_WITH_HIP=OFF -DDL_SYNC_WERROR=ON \
+    -DCMAKE_C_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" "$@" >build/ci-$name.configure.log 2>&1 ||
+    { cat build/ci-$name.configure.log; exit 1; }
+  cmake --build build/ci-$name -j"$jobs"
+  ctest --test-dir build/ci-$name --output-on-failure -j"$jobs"
+}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+export TSAN_OPTIONS=halt_on_error=1
+sanitized asan-ubsan "-fsanitize=address,undefined -fno-sanitize-recover=undefined" -DDL_SYNC_BUILD_FUZZERS=ON
+sanitized tsan "-fsanitize=thread"
+
+echo "== fuzzing: each target for ${DL_SYNC_FUZZ_SECONDS:=60} s"
+for target in stream_arg exchange tensor_events; do
+  scratch=$(mktemp -d)
+  build/ci-asan-ubsan/tests/fuzz/fuzz_$target -max_total_time="$DL_SYNC_FUZZ_SECONDS" \
+    -print_final_stats=1 "$scratch" tests/fuzz/corpus/$target 2>&1 |
+    grep -E "number_of_executed_units|ERROR|SUMMARY" | sed "s/^/fuzz_$target: /"
+  test "${PIPESTATUS[0]}" -eq 0 || { echo "fuzz_$target found a crash" >&2; exit 1; }
+  rm -rf "$scratch"
+done
+
+echo "== valgrind memcheck: unit suites"
+for t in $(ctest --test-dir build/ci-gcc -L unit -N | sed -n 's/^ *Test *#[0-9]*: //p'); do
+  exe=$(find build/ci-gcc/tests -maxdepth 1 -name "test_$t" -type f | head -n 1)
+  [ -n "$exe" ] || continue
+  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+    "$exe" >build/valgrind-$t.log 2>&1 || { cat build/valgrind-$t.log; exit 1; }
+  echo "valgrind $t: clean"
+done
+
 echo "== install and use as a package"
 prefix=$(mktemp -d)
 cmake --install build/ci-gcc --prefix "$prefix" >/dev/null

@@ -292,7 +292,8 @@ void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***releas
   dl_sync_sim_user_object **all =
       realloc(*released, (*released_count + graph->object_count + 1) * sizeof *all);
   if (all != NULL) { /* on failure the objects leak rather than run twice */
-    memcpy(all + *released_count, graph->objects, graph->object_count * sizeof *all);
+    if (graph->object_count > 0)
+      memcpy(all + *released_count, graph->objects, graph->object_count * sizeof *all);
     *released = all;
     *released_count += graph->object_count;
   }
