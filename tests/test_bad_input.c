@@ -1,0 +1,219 @@
+/*
+ * The bad-input matrix: every public function x every bad input, with the status and the
+ * message it gets. docs/errors.md is generated from this table
+ * (test_bad_input --markdown) and a test checks that it is current.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dlsync/dlsync.h"
+
+static const DLDevice cuda0 = {kDLCUDA, 0}, rocm0 = {kDLROCM, 0}, cpu0 = {kDLCPU, 0};
+static const DLDevice unknown_type = {(DLDeviceType)42, 0}, negative_id = {kDLCUDA, -1};
+static const DLDevice id_too_large = {kDLCUDA, DL_SYNC_MAX_DEVICES};
+static dl_sync_stream out_stream;
+static int needs_sync;
+static dl_sync_stream_arg out_arg;
+
+static dl_sync_stream view(DLDevice d, void *h) { return dl_sync_stream_view(d, h); }
+static dl_sync_stream_arg none(void) { return dl_sync_stream_arg_none(); }
+static dl_sync_stream_arg num(int64_t v) { return dl_sync_stream_arg_int(v); }
+
+/* Tensors: a CPU one, a corrupt one (dlsync's deleter, foreign manager_ctx), a foreign one. */
+static DLManagedTensorVersioned cpu_tensor, corrupt_tensor, foreign_tensor, cuda_tensor;
+static DLManagedTensor legacy_corrupt;
+static int garbage[8];
+static void foreign_deleter(DLManagedTensorVersioned *t) { (void)t; }
+
+static void prepare_tensors(void) {
+  cpu_tensor = (DLManagedTensorVersioned){.version = {1, 3}};
+  cpu_tensor.dl_tensor.device = cpu0;
+  foreign_tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = foreign_deleter};
+  foreign_tensor.dl_tensor.device = cuda0;
+  cuda_tensor = foreign_tensor;
+  corrupt_tensor = (DLManagedTensorVersioned){.version = {1, 3}};
+  corrupt_tensor.dl_tensor.device = cuda0;
+  dl_sync_tensor_record(&corrupt_tensor, view(cuda0, NULL));
+  corrupt_tensor.manager_ctx = garbage;
+  legacy_corrupt = (DLManagedTensor){.dl_tensor = {.device = cuda0}};
+  dl_sync_legacy_tensor_record(&legacy_corrupt, view(cuda0, NULL));
+  legacy_corrupt.manager_ctx = garbage;
+}
+
+static int capturing_producer(void) {
+  dl_sync_sim_stream *s;
+  dl_sync_sim_stream_create(&s, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream_begin_capture(s, DL_SYNC_SIM_CAPTURE_GLOBAL);
+  int status = dl_sync_tensor_record(&cuda_tensor, view(cuda0, s));
+  dl_sync_sim_graph *g = NULL;
+  dl_sync_sim_stream_end_capture(s, &g);
+  dl_sync_sim_graph_destroy(g);
+  return status;
+}
+
+static int stream_static(DLDeviceType t, int32_t i, void **o) {
+  (void)t;
+  (void)i;
+  *o = NULL;
+  return 0;
+}
+static int stream_fails(DLDeviceType t, int32_t i, void **o) {
+  (void)t;
+  (void)i;
+  (void)o;
+  return -1;
+}
+
+static int exchange(uint32_t major, uint32_t minor, int cyclic, DLPackCurrentWorkStream fn) {
+  DLPackExchangeAPI api = {.header = {{major, minor}, NULL}, .current_work_stream = fn};
+  if (cyclic) api.header.prev_api = &api.header;
+  return dl_sync_stream_from_exchange_api(&api, cuda0, &out_stream);
+}
+
+static int missing_callback(void) {
+  dl_sync_backend b = *dl_sync_sim_backend();
+  b.stream_wait = NULL;
+  return dl_sync_set_backend(kDLCUDA, &b);
+}
+
+static int after_shutdown(void) {
+  dl_sync_sim_stream *a, *b;
+  dl_sync_sim_stream_create(&a, 0);
+  dl_sync_sim_stream_create(&b, 0);
+  dl_sync_push_dep(view(cuda0, a), view(cuda0, b));
+  dl_sync_shutdown();
+  return dl_sync_push_dep(view(cuda0, a), view(cuda0, b)); /* the pool is rebuilt */
+}
+
+typedef struct row {
+  const char *function;
+  const char *input;
+  int status;
+  const char *message; /* a part of dl_sync_last_error(), or NULL */
+} row;
+
+/* X(function, bad input, call, expected status, message part) */
+#define MATRIX(X)                                                                                                   \
+  X("dl_sync_stream_from_arg", "out is NULL", dl_sync_stream_from_arg(cuda0, none(), NULL, &needs_sync), DL_SYNC_EINVAL, "must not be NULL") \
+  X("dl_sync_stream_from_arg", "out_needs_sync is NULL", dl_sync_stream_from_arg(cuda0, none(), &out_stream, NULL), DL_SYNC_EINVAL, "must not be NULL") \
+  X("dl_sync_stream_from_arg", "unknown device type 42", dl_sync_stream_from_arg(unknown_type, none(), &out_stream, &needs_sync), DL_SYNC_EINVAL, "unknown device type 42") \
+  X("dl_sync_stream_from_arg", "negative device id", dl_sync_stream_from_arg(negative_id, none(), &out_stream, &needs_sync), DL_SYNC_EINVAL, "device id -1 on cuda: expected 0 to 255") \
+  X("dl_sync_stream_from_arg", "device id 256", dl_sync_stream_from_arg(id_too_large, none(), &out_stream, &needs_sync), DL_SYNC_EINVAL, "device id 256") \
+  X("dl_sync_stream_from_arg", "CUDA stream=0", dl_sync_stream_from_arg(cuda0, num(0), &out_stream, &needs_sync), DL_SYNC_EINVAL, "stream=0 is ambiguous on cuda:0") \
+  X("dl_sync_stream_from_arg", "CUDA stream=-2", dl_sync_stream_from_arg(cuda0, num(-2), &out_stream, &needs_sync), DL_SYNC_EINVAL, "stream=-2 is invalid on cuda:0") \
+  X("dl_sync_stream_from_arg", "ROCm stream=1", dl_sync_stream_from_arg(rocm0, num(1), &out_stream, &needs_sync), DL_SYNC_EINVAL, "stream=1 is invalid on rocm:0") \
+  X("dl_sync_stream_from_arg", "ROCm stream=2", dl_sync_stream_from_arg(rocm0, num(2), &out_stream, &needs_sync), DL_SYNC_EINVAL, "stream=2 is invalid on rocm:0") \
+  X("dl_sync_stream_from_arg", "CPU stream=-1", dl_sync_stream_from_arg(cpu0, num(-1), &out_stream, &needs_sync), DL_SYNC_EINVAL, "which has no streams: expected None") \
+  X("dl_sync_stream_to_arg", "out is NULL", dl_sync_stream_to_arg(view(cuda0, NULL), NULL), DL_SYNC_EINVAL, "out must not be NULL") \
+  X("dl_sync_stream_to_arg", "unknown device type 42", dl_sync_stream_to_arg(view(unknown_type, NULL), &out_arg), DL_SYNC_EINVAL, "unknown device type 42") \
+  X("dl_sync_stream_to_arg", "negative device id", dl_sync_stream_to_arg(view(negative_id, NULL), &out_arg), DL_SYNC_EINVAL, "device id -1") \
+  X("dl_sync_stream_to_arg", "ROCm per-thread stream", dl_sync_stream_to_arg(view(rocm0, DL_SYNC_STREAM_PER_THREAD), &out_arg), DL_SYNC_EINVAL, "has no stream argument") \
+  X("dl_sync_push_dep", "unknown device type 42", dl_sync_push_dep(view(unknown_type, NULL), view(cuda0, NULL)), DL_SYNC_EINVAL, "src has unknown device type 42") \
+  X("dl_sync_push_dep", "negative device id", dl_sync_push_dep(view(cuda0, NULL), view(negative_id, NULL)), DL_SYNC_EINVAL, "dst has device id -1") \
+  X("dl_sync_push_dep", "CUDA and ROCm streams", dl_sync_push_dep(view(cuda0, NULL), view(rocm0, NULL)), DL_SYNC_EINVAL, "different device families") \
+  X("dl_sync_export", "CUDA stream=0", dl_sync_export(view(cuda0, NULL), num(0)), DL_SYNC_EINVAL, "stream=0 is ambiguous") \
+  X("dl_sync_export", "CPU stream=1", dl_sync_export(view(cpu0, NULL), num(1)), DL_SYNC_EINVAL, "which has no streams") \
+  X("dl_sync_export", "unknown device type 42", dl_sync_export(view(unknown_type, NULL), none()), DL_SYNC_EINVAL, "unknown device type 42") \
+  X("dl_sync_set_backend", "unknown device type 5", dl_sync_set_backend(5, dl_sync_sim_backend()), DL_SYNC_EINVAL, "unknown device type 5") \
+  X("dl_sync_set_backend", "device type without streams", dl_sync_set_backend(kDLCPU, dl_sync_sim_backend()), DL_SYNC_EINVAL, "has no streams") \
+  X("dl_sync_set_backend", "backend missing a callback", missing_callback(), DL_SYNC_EINVAL, "lacks the required callback stream_wait") \
+  X("dl_sync_set_capture_policy", "unknown policy 7", dl_sync_set_capture_policy(7), DL_SYNC_EINVAL, "policy 7") \
+  X("dl_sync_pool_stats_get", "backend is NULL", dl_sync_pool_stats_get(NULL, 0, NULL), DL_SYNC_EINVAL, "must not be NULL") \
+  X("dl_sync_pool_stats_get", "negative device id", dl_sync_pool_stats_get(dl_sync_sim_backend(), -1, &(dl_sync_pool_stats){0}), DL_SYNC_EINVAL, "device id -1") \
+  X("dl_sync_tensor_record", "tensor is NULL", dl_sync_tensor_record(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_tensor_record", "CPU tensor, CUDA stream", dl_sync_tensor_record(&cpu_tensor, view(cuda0, NULL)), DL_SYNC_EINVAL, "but the producer stream is on cuda:0") \
+  X("dl_sync_tensor_record", "CPU producer stream", dl_sync_tensor_record(&cpu_tensor, view(cpu0, NULL)), DL_SYNC_EINVAL, "which has no streams") \
+  X("dl_sync_tensor_record", "corrupt tensor", dl_sync_tensor_record(&corrupt_tensor, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_tensor_record", "producer stream capturing", capturing_producer(), DL_SYNC_ECAPTURE, "is capturing a graph") \
+  X("dl_sync_tensor_wait", "tensor is NULL", dl_sync_tensor_wait(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_tensor_wait", "corrupt tensor", dl_sync_tensor_wait(&corrupt_tensor, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_tensor_wait", "another producer's tensor", dl_sync_tensor_wait(&foreign_tensor, view(cuda0, NULL)), DL_SYNC_OK, "carries no dlsync event") \
+  X("dl_sync_tensor_synchronize", "tensor is NULL", dl_sync_tensor_synchronize(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_tensor_synchronize", "corrupt tensor", dl_sync_tensor_synchronize(&corrupt_tensor), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_tensor_has_event", "tensor is NULL", dl_sync_tensor_has_event(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_tensor_has_event", "corrupt tensor", dl_sync_tensor_has_event(&corrupt_tensor), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_legacy_tensor_record", "tensor is NULL", dl_sync_legacy_tensor_record(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_legacy_tensor_wait", "corrupt tensor", dl_sync_legacy_tensor_wait(&legacy_corrupt, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_legacy_tensor_synchronize", "tensor is NULL", dl_sync_legacy_tensor_synchronize(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_legacy_tensor_has_event", "corrupt tensor", dl_sync_legacy_tensor_has_event(&legacy_corrupt), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_stream_from_exchange_api", "api is NULL", dl_sync_stream_from_exchange_api(NULL, cuda0, &out_stream), DL_SYNC_EINVAL, "must not be NULL") \
+  X("dl_sync_stream_from_exchange_api", "prev_api cycle", exchange(2, 0, 1, stream_static), DL_SYNC_EINVAL, "cyclic or corrupt") \
+  X("dl_sync_stream_from_exchange_api", "only major version 2", exchange(2, 0, 0, stream_static), DL_SYNC_ENOTSUP, "no exchange table of major version 1") \
+  X("dl_sync_stream_from_exchange_api", "version 1.1", exchange(1, 1, 0, stream_static), DL_SYNC_EINVAL, "tables exist since DLPack 1.2") \
+  X("dl_sync_stream_from_exchange_api", "no current_work_stream", exchange(1, 3, 0, NULL), DL_SYNC_ENOTSUP, "has no current_work_stream") \
+  X("dl_sync_stream_from_exchange_api", "producer returns -1", exchange(1, 3, 0, stream_fails), DL_SYNC_EBACKEND, "failed with -1") \
+  X("dl_sync_push_dep", "after dl_sync_shutdown", after_shutdown(), DL_SYNC_OK, NULL)
+
+static const row rows[] = {
+#define DL_SYNC__ROW(function, input, call, status, message) {function, input, status, message},
+    MATRIX(DL_SYNC__ROW)
+#undef DL_SYNC__ROW
+};
+
+static int run_row(size_t index) {
+  size_t i = 0;
+#define DL_SYNC__RUN(function, input, call, status, message) \
+  if (i++ == index) return (call);
+  MATRIX(DL_SYNC__RUN)
+#undef DL_SYNC__RUN
+  return -100;
+}
+
+static int setup(void **state) {
+  (void)state;
+  dl_sync_sim_reset();
+  const int32_t stream_types[] = {kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost};
+  for (size_t i = 0; i < sizeof stream_types / sizeof stream_types[0]; i++)
+    dl_sync_set_backend(stream_types[i], dl_sync_sim_backend());
+  prepare_tensors();
+  return 0;
+}
+
+static void test_every_row_of_the_matrix(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    int status = run_row(i);
+    if (status != rows[i].status)
+      fail_msg("%s with %s: %s, expected %s (%s)", rows[i].function, rows[i].input,
+               dl_sync_status_name(status), dl_sync_status_name(rows[i].status), dl_sync_last_error());
+    if (rows[i].message != NULL && strstr(dl_sync_last_error(), rows[i].message) == NULL)
+      fail_msg("%s with %s: message \"%s\" lacks \"%s\"", rows[i].function, rows[i].input,
+               dl_sync_last_error(), rows[i].message);
+  }
+  print_message("%zu rows checked\n", sizeof rows / sizeof rows[0]);
+}
+
+static void print_markdown(void) {
+  printf("# Bad input: what each public function answers\n\n"
+         "Generated by `tests/test_bad_input --markdown`; every row is checked by the test\n"
+         "`bad_input`, and the test `errors_doc_is_current` fails when this page is stale.\n"
+         "Messages start with the function's name; the column gives a part of each.\n\n"
+         "| function | bad input | status | Python exception | message contains |\n"
+         "|---|---|---|---|---|\n");
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *exception = dl_sync_python_exception(rows[i].status);
+    printf("| `%s` | %s | `%s` | %s | %s |\n", rows[i].function, rows[i].input,
+           dl_sync_status_name(rows[i].status), exception ? exception : "-",
+           rows[i].message ? rows[i].message : "-");
+  }
+  printf("\nLifecycle: `dl_sync_shutdown()` destroys the idle pooled events and frees the pools;\n"
+         "later calls re-initialize them on demand (last row). dlsync registers no exit-time\n"
+         "destructor, so a process may exit with pooled and per-tensor events outstanding\n"
+         "without any runtime call after `main` returns.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--markdown") == 0) {
+    print_markdown();
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_every_row_of_the_matrix, setup),
+  };
+  return cmocka_run_group_tests_name("bad_input", tests, NULL, NULL);
+}
