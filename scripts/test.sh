@@ -11,6 +11,7 @@ cuda_args=()
 [ -x "$cuda_root/bin/nvcc" ] && cuda_args=(-DCUDAToolkit_ROOT="$cuda_root")
 
 jobs=$(nproc)
+mkdir -p build
 for cc in gcc clang; do
   build=build/ci-$cc
   echo "== $cc: configure, build, test"

@@ -7,7 +7,7 @@
  * one back never allocates and never fails: that is what lets graph user-object
  * destructors, which run where no runtime call is allowed, return events.
  */
-#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -15,8 +15,25 @@
 
 enum { DL_SYNC__MAX_BACKENDS = 16 };
 
+/* The critical sections are a few loads and stores: a spinlock that yields when the
+   holder is descheduled costs less than a mutex, uncontended and contended. */
+typedef struct spinlock {
+  atomic_bool held;
+} spinlock;
+
+static void lock(spinlock *l) {
+  for (unsigned spins = 0;; spins++) {
+    if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+      return;
+    if (spins >= 64) sched_yield();
+  }
+}
+
+static void unlock(spinlock *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+
 struct dl_sync__pool {
-  pthread_mutex_t lock;
+  spinlock lock;
   const dl_sync_backend *backend;
   DLDevice device;
   void **ring; /* idle events, oldest at head */
@@ -48,14 +65,12 @@ static pool_set *find_set(const dl_sync_backend *backend, int claim) {
 static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device) {
   dl_sync__pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
-  pthread_mutex_init(&pool->lock, NULL);
   pool->backend = backend;
   pool->device = device;
   return pool;
 }
 
 static void pool_free(dl_sync__pool *pool) {
-  pthread_mutex_destroy(&pool->lock);
   free(pool->ring);
   free(pool);
 }
@@ -122,14 +137,14 @@ static int ring_reserve(dl_sync__pool *pool) {
 
 /* Pops an idle event, or returns NULL. */
 static void *take_idle(dl_sync__pool *pool, int oldest) {
-  pthread_mutex_lock(&pool->lock);
+  lock(&pool->lock);
   void *event = NULL;
   if (pool->count > 0) {
     event = ring_pop(pool, oldest);
     pool->outstanding++;
     pool->acquired++;
   }
-  pthread_mutex_unlock(&pool->lock);
+  unlock(&pool->lock);
   return event;
 }
 
@@ -154,14 +169,14 @@ static int create_event(dl_sync__pool *pool, const char *func, dl_sync__device_g
   int code = b->event_create(b->ctx, event);
   if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
 
-  pthread_mutex_lock(&pool->lock);
+  lock(&pool->lock);
   int reserved = ring_reserve(pool);
   if (reserved == 0) {
     pool->created++;
     pool->outstanding++;
     pool->acquired++;
   }
-  pthread_mutex_unlock(&pool->lock);
+  unlock(&pool->lock);
   if (reserved == 0) return DL_SYNC_OK;
   b->event_destroy(b->ctx, *event);
   return dl_sync__error(DL_SYNC_ENOMEM, func, "cannot grow the event pool of %s:%d",
@@ -186,10 +201,10 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
 }
 
 void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
-  pthread_mutex_lock(&pool->lock);
+  lock(&pool->lock);
   ring_push(pool, event);
   pool->outstanding--;
-  pthread_mutex_unlock(&pool->lock);
+  unlock(&pool->lock);
 }
 
 int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
@@ -205,20 +220,20 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   pool_set *set = find_set(backend, 0);
   dl_sync__pool *pool = set != NULL ? atomic_load(&set->pools[device_id]) : NULL;
   if (pool == NULL) return DL_SYNC_OK;
-  pthread_mutex_lock(&pool->lock);
+  lock(&pool->lock);
   *out = (dl_sync_pool_stats){.created = pool->created,
                               .destroyed = pool->destroyed,
                               .idle = pool->count,
                               .outstanding = pool->outstanding,
                               .acquired = pool->acquired};
-  pthread_mutex_unlock(&pool->lock);
+  unlock(&pool->lock);
   return DL_SYNC_OK;
 }
 
 /* Destroys the idle events of pool; returns the first failure's status. */
 static int drain(dl_sync__pool *pool, int status) {
   const dl_sync_backend *b = pool->backend;
-  pthread_mutex_lock(&pool->lock);
+  lock(&pool->lock);
   while (pool->count > 0) {
     void *event = ring_pop(pool, 1);
     int code = b->event_destroy(b->ctx, event);
@@ -227,7 +242,7 @@ static int drain(dl_sync__pool *pool, int status) {
       status = dl_sync__runtime_error("dl_sync_shutdown", b, DL_SYNC_OP_EVENT_DESTROY, code,
                                       pool->device);
   }
-  pthread_mutex_unlock(&pool->lock);
+  unlock(&pool->lock);
   return status;
 }
 

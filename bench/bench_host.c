@@ -1,0 +1,285 @@
+/*
+ * Host-side costs of dlsync, measured side by side in one run. Prints one line per
+ * figure: "name<TAB>value<TAB>unit". bench/run.sh repeats runs and tabulates medians.
+ *   - dl_sync_export on a null backend (calls return at once): fast paths and the
+ *     cross-stream path, 1 and 2 threads, next to an empty call through a function pointer;
+ *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
+ *   - event pool acquire/release under contention, and allocations per operation;
+ *   - exchanges per second end to end on the simulated device.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dlsync/dlsync.h"
+#include "internal.h" /* the event pool, benchmarked directly */
+
+/* --- counting allocations (the binary is linked with --wrap=malloc) ------------------- */
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+static atomic_long allocations;
+void *__wrap_malloc(size_t size) {
+  atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+  return __real_malloc(size);
+}
+
+static double now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static void report(const char *name, double value, const char *unit) {
+  printf("%s\t%.2f\t%s\n", name, value, unit);
+}
+
+/* --- a null backend: every call returns at once and is counted ----------------------- */
+static _Thread_local long thread_calls[DL_SYNC_OP_COUNT];
+static int n_get_device(void *c, int32_t *d) { (void)c; thread_calls[DL_SYNC_OP_GET_DEVICE]++; *d = 0; return 0; }
+static int n_set_device(void *c, int32_t d) { (void)c; (void)d; thread_calls[DL_SYNC_OP_SET_DEVICE]++; return 0; }
+static int n_event_create(void *c, void **e) { (void)c; thread_calls[DL_SYNC_OP_EVENT_CREATE]++; *e = (void *)0x1; return 0; }
+static int n_event_destroy(void *c, void *e) { (void)c; (void)e; thread_calls[DL_SYNC_OP_EVENT_DESTROY]++; return 0; }
+static int n_event_record(void *c, void *e, void *s) { (void)c; (void)e; (void)s; thread_calls[DL_SYNC_OP_EVENT_RECORD]++; return 0; }
+static int n_stream_wait(void *c, void *s, void *e) { (void)c; (void)e; (void)s; thread_calls[DL_SYNC_OP_STREAM_WAIT]++; return 0; }
+static int n_event_synchronize(void *c, void *e) { (void)c; (void)e; thread_calls[DL_SYNC_OP_EVENT_SYNCHRONIZE]++; return 0; }
+static int n_event_query(void *c, void *e, int *done) { (void)c; (void)e; thread_calls[DL_SYNC_OP_EVENT_QUERY]++; *done = 1; return 0; }
+static int n_capture_info(void *c, void *s, dl_sync_capture_info *o) {
+  (void)c;
+  (void)s;
+  thread_calls[DL_SYNC_OP_CAPTURE_INFO]++;
+  o->status = DL_SYNC_CAPTURE_NONE;
+  return 0;
+}
+static const char *n_error_name(void *c, int e) { (void)c; (void)e; return "nullError"; }
+static int n_error_status(void *c, int e) { (void)c; (void)e; return DL_SYNC_EBACKEND; }
+
+static dl_sync_backend null_backend = {
+    .name = "null", .get_device = n_get_device, .set_device = n_set_device,
+    .event_create = n_event_create, .event_destroy = n_event_destroy,
+    .event_record = n_event_record, .stream_wait = n_stream_wait,
+    .event_synchronize = n_event_synchronize, .event_query = n_event_query,
+    .capture_info = n_capture_info, .error_name = n_error_name, .error_string = n_error_name,
+    .error_status = n_error_status,
+};
+
+static long calls_total(void) {
+  long total = 0;
+  for (int op = 0; op < DL_SYNC_OP_COUNT; op++) total += thread_calls[op];
+  return total;
+}
+
+/* The baseline: an empty call through a function pointer the compiler cannot see through. */
+static int empty(void *ctx, void *a, void *b) { (void)ctx; (void)a; (void)b; return 0; }
+static int (*volatile empty_call)(void *, void *, void *) = empty;
+
+enum { ITERATIONS = 2000000 };
+
+static double time_empty_call(void) {
+  double start = now_ns();
+  for (int i = 0; i < ITERATIONS; i++) empty_call(NULL, NULL, NULL);
+  return (now_ns() - start) / ITERATIONS;
+}
+
+typedef enum path { SAME_STREAM, NO_SYNC, CPU, CROSS_STREAM } path;
+
+typedef struct export_run {
+  pthread_t thread;
+  path which;
+  double ns_per_op;
+  double calls_per_op;
+} export_run;
+
+static void *time_export(void *context) {
+  export_run *r = context;
+  DLDevice device = r->which == CPU ? (DLDevice){kDLCPU, 0} : (DLDevice){kDLCUDA, 0};
+  static _Thread_local int streams[2]; /* distinct handles per thread */
+  dl_sync_stream producer = dl_sync_stream_view(device, r->which == CPU ? NULL : &streams[0]);
+  dl_sync_stream_arg arg = r->which == SAME_STREAM  ? dl_sync_stream_arg_int((intptr_t)&streams[0])
+                           : r->which == NO_SYNC    ? dl_sync_stream_arg_int(-1)
+                           : r->which == CPU        ? dl_sync_stream_arg_none()
+                                                    : dl_sync_stream_arg_int((intptr_t)&streams[1]);
+  dl_sync_export(producer, arg); /* warm the pool */
+  long calls_before = calls_total();
+  double start = now_ns();
+  for (int i = 0; i < ITERATIONS; i++) dl_sync_export(producer, arg);
+  r->ns_per_op = (now_ns() - start) / ITERATIONS;
+  r->calls_per_op = (double)(calls_total() - calls_before) / ITERATIONS;
+  return NULL;
+}
+
+static void bench_export(double baseline) {
+  static const char *names[] = {"export same stream", "export stream=-1", "export cpu",
+                                "export cross-stream"};
+  for (int which = SAME_STREAM; which <= CROSS_STREAM; which++) {
+    for (int threads = 1; threads <= 2; threads++) {
+      export_run runs[2] = {{.which = (path)which}, {.which = (path)which}};
+      for (int t = 0; t < threads; t++) pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
+      double ns = 0, calls = 0;
+      for (int t = 0; t < threads; t++) {
+        pthread_join(runs[t].thread, NULL);
+        ns += runs[t].ns_per_op / threads;
+        calls = runs[t].calls_per_op;
+      }
+      char name[96];
+      snprintf(name, sizeof name, "%s, %d thread%s", names[which], threads, threads > 1 ? "s" : "");
+      report(name, ns, "ns/op");
+      if (which == CROSS_STREAM) {
+        snprintf(name, sizeof name, "%s, %d thread%s: beyond its %.0f backend calls", names[which],
+                 threads, threads > 1 ? "s" : "", calls);
+        report(name, ns - calls * baseline, "ns/op");
+      }
+    }
+  }
+}
+
+/* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
+   PyTorch and CuPy do today), and host synchronization. */
+static void bench_strategies(void) {
+  enum { EXCHANGES = 100000 };
+  int a, b;
+  dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, &a);
+  dl_sync_stream_arg consumer = dl_sync_stream_arg_int((intptr_t)&b);
+  dl_sync_export(producer, consumer);
+  memset(thread_calls, 0, sizeof thread_calls);
+  for (int i = 0; i < EXCHANGES; i++) dl_sync_export(producer, consumer);
+  report("pooled event: runtime calls per exchange", (double)calls_total() / EXCHANGES, "calls");
+  report("pooled event: event creations per exchange",
+         (double)thread_calls[DL_SYNC_OP_EVENT_CREATE] / EXCHANGES, "calls");
+  double pooled = (double)calls_total() / EXCHANGES;
+  memset(thread_calls, 0, sizeof thread_calls);
+  for (int i = 0; i < EXCHANGES; i++) {
+    void *event;
+    null_backend.event_create(NULL, &event);
+    null_backend.event_record(NULL, event, &a);
+    null_backend.stream_wait(NULL, &b, event);
+    null_backend.event_destroy(NULL, event);
+  }
+  double fresh = (double)calls_total() / EXCHANGES;
+  report("fresh event: runtime calls per exchange", fresh, "calls");
+  report("fresh event: event creations per exchange",
+         (double)thread_calls[DL_SYNC_OP_EVENT_CREATE] / EXCHANGES, "calls");
+  report("host sync: runtime calls per exchange (record + synchronize, host blocks)", 2, "calls");
+  report("fresh event / pooled event, runtime calls", fresh / pooled, "ratio");
+}
+
+/* The event pool alone: acquire + release, threads spread over 1 or 2 devices. */
+typedef struct pool_run {
+  pthread_t thread;
+  dl_sync__pool *pool;
+  double ns_per_op;
+} pool_run;
+
+static atomic_int pool_go;
+
+static void *time_pool(void *arg) {
+  pool_run *r = arg;
+  enum { POOL_OPS = 1000000 };
+  dl_sync__device_guard guard;
+  dl_sync__device_guard_init(&guard, &null_backend);
+  while (!atomic_load(&pool_go)) {
+  }
+  double start = now_ns();
+  for (int i = 0; i < POOL_OPS; i++) {
+    void *event;
+    dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
+    dl_sync__pool_release(r->pool, event);
+  }
+  r->ns_per_op = (now_ns() - start) / POOL_OPS;
+  return NULL;
+}
+
+static void bench_pool(void) {
+  for (int devices = 1; devices <= 2; devices++) {
+    for (int threads = 1; threads <= 8; threads *= 2) {
+      pool_run runs[8];
+      atomic_store(&pool_go, 0);
+      for (int t = 0; t < threads; t++) {
+        dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, &runs[t].pool);
+        pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
+      }
+      long allocations_before = atomic_load(&allocations);
+      atomic_store(&pool_go, 1);
+      double ns = 0;
+      for (int t = 0; t < threads; t++) {
+        pthread_join(runs[t].thread, NULL);
+        ns += runs[t].ns_per_op / threads;
+      }
+      long allocated = atomic_load(&allocations) - allocations_before;
+      char name[96];
+      snprintf(name, sizeof name, "pool acquire+release, %d thread%s, %d device%s", threads,
+               threads > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
+      report(name, ns, "ns/op");
+      snprintf(name, sizeof name, "pool allocations per op, %d threads, %d devices", threads, devices);
+      report(name, (double)allocated / (threads * 1000000.0), "allocs/op");
+    }
+  }
+}
+
+/* End to end on the simulated device: produce, export, consume, hand back. */
+typedef struct sim_run {
+  pthread_t thread;
+  int32_t word;
+  double exchanges_per_s;
+} sim_run;
+
+static void touch(void *arg) { (*(volatile int32_t *)arg)++; }
+
+static void *time_sim(void *arg) {
+  sim_run *r = arg;
+  enum { SIM_EXCHANGES = 3000 };
+  dl_sync_sim_stream *a, *b;
+  dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, a);
+  dl_sync_stream consumer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, b);
+  dl_sync_sim_access w = {&r->word, DL_SYNC_SIM_WRITE}, rd = {&r->word, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE};
+  double start = now_ns();
+  for (int i = 0; i < SIM_EXCHANGES; i++) {
+    dl_sync_sim_launch(a, "produce", touch, &r->word, &w, 1);
+    dl_sync_export(producer, dl_sync_stream_arg_int((intptr_t)b));
+    dl_sync_sim_launch(b, "consume", touch, &r->word, &rd, 1);
+    dl_sync_push_dep(consumer, producer);
+  }
+  dl_sync_sim_stream_synchronize(a);
+  dl_sync_sim_stream_synchronize(b);
+  r->exchanges_per_s = SIM_EXCHANGES / ((now_ns() - start) / 1e9);
+  return NULL;
+}
+
+static void bench_sim(void) {
+  dl_sync_set_backend(kDLCUDA, dl_sync_sim_backend());
+  for (int threads = 1; threads <= 4; threads++) {
+    dl_sync_sim_reset();
+    dl_sync_shutdown();
+    sim_run runs[4] = {{0}};
+    for (int t = 0; t < threads; t++) pthread_create(&runs[t].thread, NULL, time_sim, &runs[t]);
+    double total = 0;
+    for (int t = 0; t < threads; t++) {
+      pthread_join(runs[t].thread, NULL);
+      total += runs[t].exchanges_per_s;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "sim end to end, %d thread%s", threads, threads > 1 ? "s" : "");
+    report(name, total, "exchanges/s");
+  }
+  if (dl_sync_sim_race_count() != 0) fprintf(stderr, "unexpected races in the benchmark\n");
+  dl_sync_sim_reset();
+  dl_sync_shutdown();
+}
+
+int main(void) {
+  dl_sync_set_backend(kDLCUDA, &null_backend);
+  double baseline = time_empty_call();
+  report("empty call through a function pointer", baseline, "ns/op");
+  bench_export(baseline);
+  bench_strategies();
+  bench_pool();
+  dl_sync_shutdown();
+  bench_sim();
+  return 0;
+}
