@@ -4,10 +4,11 @@
  *   - dl_sync_export on a null backend (calls return at once): fast paths and the
  *     cross-stream path, 1 and 2 threads, next to an empty call through a function pointer;
  *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
- *   - event pool acquire/release under contention, and allocations per operation;
  *   - exchanges per second end to end on the simulated device.
  */
 #define _GNU_SOURCE
+/* Linked with the shared library, as frameworks use it. The event pool alone is measured
+   by bench_pool. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,16 +18,6 @@
 #include <time.h>
 
 #include "dlsync/dlsync.h"
-#include "internal.h" /* the event pool, benchmarked directly */
-
-/* --- counting allocations (the binary is linked with --wrap=malloc) ------------------- */
-void *__real_malloc(size_t size);
-void *__wrap_malloc(size_t size);
-static atomic_long allocations;
-void *__wrap_malloc(size_t size) {
-  atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
-  return __real_malloc(size);
-}
 
 static double now_ns(void) {
   struct timespec t;
@@ -167,59 +158,6 @@ static void bench_strategies(void) {
   report("fresh event / pooled event, runtime calls", fresh / pooled, "ratio");
 }
 
-/* The event pool alone: acquire + release, threads spread over 1 or 2 devices. */
-typedef struct pool_run {
-  pthread_t thread;
-  dl_sync__pool *pool;
-  double ns_per_op;
-} pool_run;
-
-static atomic_int pool_go;
-
-static void *time_pool(void *arg) {
-  pool_run *r = arg;
-  enum { POOL_OPS = 1000000 };
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, &null_backend);
-  while (!atomic_load(&pool_go)) {
-  }
-  double start = now_ns();
-  for (int i = 0; i < POOL_OPS; i++) {
-    void *event;
-    dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
-    dl_sync__pool_release(r->pool, event);
-  }
-  r->ns_per_op = (now_ns() - start) / POOL_OPS;
-  return NULL;
-}
-
-static void bench_pool(void) {
-  for (int devices = 1; devices <= 2; devices++) {
-    for (int threads = 1; threads <= 8; threads *= 2) {
-      pool_run runs[8];
-      atomic_store(&pool_go, 0);
-      for (int t = 0; t < threads; t++) {
-        dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, &runs[t].pool);
-        pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
-      }
-      long allocations_before = atomic_load(&allocations);
-      atomic_store(&pool_go, 1);
-      double ns = 0;
-      for (int t = 0; t < threads; t++) {
-        pthread_join(runs[t].thread, NULL);
-        ns += runs[t].ns_per_op / threads;
-      }
-      long allocated = atomic_load(&allocations) - allocations_before;
-      char name[96];
-      snprintf(name, sizeof name, "pool acquire+release, %d thread%s, %d device%s", threads,
-               threads > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
-      report(name, ns, "ns/op");
-      snprintf(name, sizeof name, "pool allocations per op, %d threads, %d devices", threads, devices);
-      report(name, (double)allocated / (threads * 1000000.0), "allocs/op");
-    }
-  }
-}
-
 /* End to end on the simulated device: produce, export, consume, hand back. */
 typedef struct sim_run {
   pthread_t thread;
@@ -278,7 +216,6 @@ int main(void) {
   report("empty call through a function pointer", baseline, "ns/op");
   bench_export(baseline);
   bench_strategies();
-  bench_pool();
   dl_sync_shutdown();
   bench_sim();
   return 0;

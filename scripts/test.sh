@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 cuda_args=()
-[ -x "$cuda_root/bin/nvcc" ] && cuda_args=(-DCUDAToolkit_ROOT="$cuda_root")
+[ -x "$cuda_root/bin/nvcc" ] &&
+  cuda_args=(-DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
 
 jobs=$(nproc)
 mkdir -p build

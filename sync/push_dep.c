@@ -206,6 +206,9 @@ int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
   int needs_sync = 0;
   int status = dl_sync_stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
   if (status != DL_SYNC_OK || !needs_sync) return status;
+  /* The device is valid now: the same stream needs no further look. */
+  if (dl_sync__canonical_handle(producer.device, producer.handle) == consumer_stream.handle)
+    return DL_SYNC_OK;
   return push_dep("dl_sync_export", producer, consumer_stream, consumer.is_none);
 }
 
