@@ -13,15 +13,6 @@
 #include "dlsync/dlsync.h"
 #include "ordering/ordering.h"
 
-#define CHECK_SIM(call)                                                                  \
-  do {                                                                                   \
-    int error_ = (call);                                                                 \
-    if (error_ != 0) fail_msg("%s: %s", #call, dl_sync_sim_error_name(error_));          \
-  } while (0)
-#define CHECK_DL(call)                                                                   \
-  do {                                                                                   \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());           \
-  } while (0)
 
 /* A producer's tensor: its own manager_ctx and deleter, which count their calls. */
 typedef struct producer_tensor {

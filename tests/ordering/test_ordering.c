@@ -17,15 +17,6 @@
 
 enum { THREADS = 4, ITERATIONS = 1000, NEGATIVE_ITERATIONS = 250 };
 
-#define CHECK_SIM(call)                                                                  \
-  do {                                                                                   \
-    int error_ = (call);                                                                 \
-    if (error_ != 0) fail_msg("%s: %s", #call, dl_sync_sim_error_name(error_));          \
-  } while (0)
-#define CHECK_DL(call)                                                                   \
-  do {                                                                                   \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());           \
-  } while (0)
 
 static int setup(void **state) {
   (void)state;
