@@ -1,6 +1,13 @@
 // Kernels for the GPU ordering suites: a producer that spins before writing a pattern, and
-// a consumer that counts the elements that differ from it.
+// a consumer that counts the elements that differ from it. The same source builds with
+// nvcc and with hipcc.
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#define cudaStream_t hipStream_t
+#define cudaGetLastError hipGetLastError
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include "kernels.h"
 
