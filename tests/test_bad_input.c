@@ -28,6 +28,7 @@ static dl_sync_stream_arg num(int64_t v) { return dl_sync_stream_arg_int(v); }
 static DLManagedTensorVersioned cpu_tensor, corrupt_tensor, foreign_tensor, cuda_tensor;
 static DLManagedTensor legacy_corrupt;
 static int garbage[8];
+static void *corrupt_owner, *legacy_corrupt_owner; /* restored by teardown */
 static void foreign_deleter(DLManagedTensorVersioned *t) { (void)t; }
 
 static void prepare_tensors(void) {
@@ -39,9 +40,11 @@ static void prepare_tensors(void) {
   corrupt_tensor = (DLManagedTensorVersioned){.version = {1, 3}};
   corrupt_tensor.dl_tensor.device = cuda0;
   dl_sync_tensor_record(&corrupt_tensor, view(cuda0, NULL));
+  corrupt_owner = corrupt_tensor.manager_ctx;
   corrupt_tensor.manager_ctx = garbage;
   legacy_corrupt = (DLManagedTensor){.dl_tensor = {.device = cuda0}};
   dl_sync_legacy_tensor_record(&legacy_corrupt, view(cuda0, NULL));
+  legacy_corrupt_owner = legacy_corrupt.manager_ctx;
   legacy_corrupt.manager_ctx = garbage;
 }
 
@@ -174,6 +177,17 @@ static int setup(void **state) {
   return 0;
 }
 
+static int teardown(void **state) {
+  (void)state;
+  corrupt_tensor.manager_ctx = corrupt_owner;
+  corrupt_tensor.deleter(&corrupt_tensor);
+  legacy_corrupt.manager_ctx = legacy_corrupt_owner;
+  legacy_corrupt.deleter(&legacy_corrupt);
+  dl_sync_sim_reset();
+  dl_sync_shutdown();
+  return 0;
+}
+
 static void test_every_row_of_the_matrix(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -213,7 +227,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_every_row_of_the_matrix, setup),
+      cmocka_unit_test_setup_teardown(test_every_row_of_the_matrix, setup, teardown),
   };
   return cmocka_run_group_tests_name("bad_input", tests, NULL, NULL);
 }
