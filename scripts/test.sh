@@ -30,6 +30,7 @@ sanitized() { # name, C flags, extra cmake arguments...
   echo "== $name: configure, build, test"
   cmake -S . -B build/ci-$name -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
     -DDL_SYNC_WITH_CUDA=OFF -DDL_SYNC_WITH_HIP=OFF -DDL_SYNC_WERROR=ON \
+    -DDL_SYNC_BUILD_PYTHON=OFF \
     -DCMAKE_C_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" "$@" >build/ci-$name.configure.log 2>&1 ||
     { cat build/ci-$name.configure.log; exit 1; }
   cmake --build build/ci-$name -j"$jobs"
