@@ -403,9 +403,7 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
                   ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : s->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
                                    : DL_SYNC_SIM_SUCCESS;
-  sim_op *op = error ? NULL : calloc(1, sizeof *op);
-  if (error == DL_SYNC_SIM_SUCCESS && op == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-  if (op != NULL) error = sim__legacy_sync(s, &op->deps);
+  sim_op *op = error ? NULL : sim__op_new(s, SIM_OP_GRAPH, &error);
   dl_sync_sim_graph *graph = exec != NULL ? exec->graph : NULL;
   for (size_t i = 0; error == DL_SYNC_SIM_SUCCESS && i < graph->node_count; i++) {
     dl_sync_sim_event *event = graph->nodes[i].event;
@@ -416,12 +414,10 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
     else sim__clock_join(&s->clock, &event->clock);
   }
   if (error != DL_SYNC_SIM_SUCCESS) {
-    if (op != NULL) free(op->deps.items);
-    free(op);
+    if (op != NULL) sim__op_free(op);
     pthread_mutex_unlock(&sim.lock);
     return error;
   }
-  op->kind = SIM_OP_GRAPH;
   op->exec = exec;
   sim__join_host(s);
   s->clock.c[s->agent]++;

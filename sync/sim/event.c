@@ -66,17 +66,13 @@ int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event 
   if (error == DL_SYNC_SIM_SUCCESS && (s->capture != NULL || e->capture != NULL)) {
     error = sim__capture_wait(s, e, flags);
   } else if (error == DL_SYNC_SIM_SUCCESS) {
-    sim_op *op = calloc(1, sizeof *op);
-    error = op == NULL ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : sim__legacy_sync(s, &op->deps);
-    if (error == DL_SYNC_SIM_SUCCESS && sim__deps_add(&op->deps, e->last.stream, e->last.seq))
+    sim_op *op = sim__op_new(s, SIM_OP_WAIT, &error);
+    if (op != NULL && sim__deps_add(&op->deps, e->last.stream, e->last.seq)) {
+      sim__op_free(op);
       error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-    if (error == DL_SYNC_SIM_SUCCESS) {
-      op->kind = SIM_OP_WAIT;
+    } else if (op != NULL) {
       sim__clock_join(&s->clock, &e->clock);
       sim__enqueue(s, op);
-    } else if (op != NULL) {
-      free(op->deps.items);
-      free(op);
     }
   }
   pthread_mutex_unlock(&sim.lock);

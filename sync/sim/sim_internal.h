@@ -160,6 +160,10 @@ void sim__enqueue(dl_sync_sim_stream *stream, sim_op *op);
    about to be enqueued on stream. Fails with 906 when it would touch a capture. */
 int sim__legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps);
 int sim__dep_done(sim_dep dep);
+/* A new operation for stream carrying the legacy stream's implicit dependencies; NULL
+   (and *error) on failure. sim__op_free releases one that is not enqueued. */
+sim_op *sim__op_new(dl_sync_sim_stream *stream, sim_op_kind kind, int *error);
+void sim__op_free(sim_op *op);
 /* Enqueues a marker carrying the legacy stream's implicit dependencies, if any. */
 int sim__legacy_marker(dl_sync_sim_stream *stream);
 /* Work enqueued by a host thread is ordered after what that thread did before. */

@@ -34,8 +34,7 @@ static void *worker_main(void *arg) {
     if (stream->head == NULL) stream->tail = NULL;
     stream->completed = op->seq;
     pthread_cond_broadcast(&sim.changed);
-    free(op->deps.items);
-    free(op);
+    sim__op_free(op);
   }
   pthread_mutex_unlock(&sim.lock);
   return NULL;
@@ -133,10 +132,8 @@ int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name, void (*fn)(
   if (s != NULL && s->capture != NULL) {
     error = sim__capture_kernel(s, name, fn, arg, accesses, count);
   } else if (s != NULL) {
-    sim_op *op = calloc(1, sizeof *op);
-    error = op == NULL ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : sim__legacy_sync(s, &op->deps);
-    if (error == DL_SYNC_SIM_SUCCESS) {
-      op->kind = SIM_OP_KERNEL;
+    sim_op *op = sim__op_new(s, SIM_OP_KERNEL, &error);
+    if (op != NULL) {
       op->fn = fn;
       op->arg = arg;
       sim__join_host(s);
@@ -144,9 +141,6 @@ int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name, void (*fn)(
       for (size_t i = 0; i < count; i++)
         sim__race_check(s->agent, &s->clock, name, accesses[i].buffer, accesses[i].mode);
       sim__enqueue(s, op);
-    } else if (op != NULL) {
-      free(op->deps.items);
-      free(op);
     }
   }
   pthread_mutex_unlock(&sim.lock);
@@ -211,16 +205,26 @@ void sim__join_host(dl_sync_sim_stream *stream) {
   if (sim__host_agent(&host) >= 0) sim__clock_join(&stream->clock, host);
 }
 
-int sim__legacy_marker(dl_sync_sim_stream *stream) {
+sim_op *sim__op_new(dl_sync_sim_stream *stream, sim_op_kind kind, int *error) {
   sim_op *op = calloc(1, sizeof *op);
-  if (op == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-  op->kind = SIM_OP_WAIT;
-  int error = sim__legacy_sync(stream, &op->deps);
-  if (error == DL_SYNC_SIM_SUCCESS && op->deps.count > 0) {
-    sim__enqueue(stream, op);
-    return DL_SYNC_SIM_SUCCESS;
+  *error = op == NULL ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : sim__legacy_sync(stream, &op->deps);
+  if (*error == DL_SYNC_SIM_SUCCESS) {
+    op->kind = kind;
+    return op;
   }
+  if (op != NULL) sim__op_free(op);
+  return NULL;
+}
+
+void sim__op_free(sim_op *op) {
   free(op->deps.items);
   free(op);
+}
+
+int sim__legacy_marker(dl_sync_sim_stream *stream) {
+  int error;
+  sim_op *op = sim__op_new(stream, SIM_OP_WAIT, &error);
+  if (op != NULL && op->deps.count > 0) sim__enqueue(stream, op);
+  else if (op != NULL) sim__op_free(op);
   return error;
 }
