@@ -13,7 +13,6 @@
 #include "dlsync/dlsync.h"
 #include "ordering/ordering.h"
 
-
 /* A producer's tensor: its own manager_ctx and deleter, which count their calls. */
 typedef struct producer_tensor {
   DLManagedTensorVersioned versioned;
@@ -45,18 +44,6 @@ static void make_tensor(producer_tensor *p, DLDevice device) {
 }
 
 static const DLDevice cuda0 = {kDLCUDA, 0};
-
-static int setup(void **state) {
-  (void)state;
-  use_sim();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  leave_sim();
-  return 0;
-}
 
 static dl_sync_pool_stats pool(void) {
   dl_sync_pool_stats stats;
@@ -346,7 +333,7 @@ static void test_bad_input_gets_clear_errors(void **state) {
   assert_int_equal(pool().outstanding, 0);
 }
 
-#define TENSOR_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define TENSOR_TEST(name) cmocka_unit_test_setup_teardown(name, use_sim, leave_sim)
 
 int main(void) {
   const struct CMUnitTest tests[] = {

@@ -53,16 +53,20 @@ dl_sync_stream sim_view(void *stream, int32_t device) {
 
 static const int32_t stream_types[] = {kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost};
 
-void use_sim(void) {
+int use_sim(void **state) {
+  (void)state;
   dl_sync_sim_reset();
   for (size_t i = 0; i < sizeof stream_types / sizeof stream_types[0]; i++)
     dl_sync_set_backend(stream_types[i], dl_sync_sim_backend());
   dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
+  return 0;
 }
 
-void leave_sim(void) {
+int leave_sim(void **state) {
+  (void)state;
   dl_sync_sim_reset();
   dl_sync_shutdown();
   for (size_t i = 0; i < sizeof stream_types / sizeof stream_types[0]; i++)
     dl_sync_set_backend(stream_types[i], NULL);
+  return 0;
 }

@@ -35,9 +35,9 @@ int launch_consumer(void *stream, pattern *p, int32_t expected);
 
 /* A CUDA-typed view of a simulated stream on device 0 (or device). */
 dl_sync_stream sim_view(void *stream, int32_t device);
-/* Installs the sim under every CUDA and ROCm device type, and resets it. */
-void use_sim(void);
-/* Restores the default backends after shutting dlsync down and resetting the sim. */
-void leave_sim(void);
+/* cmocka setup: installs the sim under every CUDA and ROCm device type, and resets it. */
+int use_sim(void **state);
+/* cmocka teardown: resets the sim, shuts dlsync down, restores the default backends. */
+int leave_sim(void **state);
 
 #endif

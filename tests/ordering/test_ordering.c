@@ -18,18 +18,6 @@
 enum { THREADS = 4, ITERATIONS = 1000, NEGATIVE_ITERATIONS = 250 };
 
 
-static int setup(void **state) {
-  (void)state;
-  use_sim();
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  leave_sim();
-  return 0;
-}
-
 static void print_races(const char *what) {
   char report[1024];
   uint64_t races = dl_sync_sim_race_report(report, sizeof report);
@@ -478,7 +466,7 @@ static void test_many_threads_and_devices_share_the_event_pool(void **state) {
   }
 }
 
-#define ORDERING_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define ORDERING_TEST(name) cmocka_unit_test_setup_teardown(name, use_sim, leave_sim)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
