@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "dlsync/dlsync.h"
+#include "dlsync/sim.h"
 #include "null_backend.h"
 
 static double now_ns(void) {

@@ -71,5 +71,11 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig" \
   sh -c 'cc -std=c11 -Wall -Werror tests/install/use.c $(pkg-config --cflags --libs dlsync) \
          -Wl,-rpath,$(pkg-config --variable=libdir dlsync) -o build/install-check/use_pkg_config'
 build/install-check/use_pkg_config
+build/install-check/use_cmake_package_sim
+build/install-check/use_cmake_package_sim_static
+PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig" \
+  sh -c 'cc -std=c11 -Wall -Werror tests/install/use_sim.c $(pkg-config --cflags --libs dlsync-sim) \
+         -Wl,-rpath,$(pkg-config --variable=libdir dlsync-sim) -o build/install-check/use_pkg_config_sim'
+build/install-check/use_pkg_config_sim
 rm -rf "$prefix"
 echo "all checks passed"

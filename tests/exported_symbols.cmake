@@ -1,5 +1,10 @@
-# cmake -DLIBRARY=libdlsync.so -P exported_symbols.cmake
-# Fails when the library exports a symbol outside the dl_sync_ prefix, or an internal one.
+# cmake -DLIBRARY=libdlsync.so [-DPREFIX=dl_sync_sim_] -P exported_symbols.cmake
+# Fails when the library exports a symbol outside its prefix or an internal one. The core
+# library (PREFIX unset: dl_sync_) must not export the simulator's dl_sync_sim_ symbols.
+if(NOT DEFINED PREFIX)
+  set(PREFIX dl_sync_)
+  set(FORBIDDEN "^dl_sync_sim_")
+endif()
 execute_process(COMMAND nm -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
 if(NOT result EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIBRARY}")
@@ -8,9 +13,15 @@ string(REGEX MATCHALL "[^\n]+" lines "${symbols}")
 set(count 0)
 foreach(line ${lines})
   string(REGEX REPLACE "^.* " "" name "${line}")
-  if(NOT name MATCHES "^dl_sync_[a-z]" OR name MATCHES "^dl_sync__")
-    message(FATAL_ERROR "unexpected exported symbol: ${name}")
+  if(NOT name MATCHES "^${PREFIX}[a-z]" OR name MATCHES "^dl_sync__")
+    message(FATAL_ERROR "unexpected exported symbol: ${name} (expected the ${PREFIX} prefix)")
+  endif()
+  if(DEFINED FORBIDDEN AND name MATCHES "${FORBIDDEN}")
+    message(FATAL_ERROR "the core library exports the simulator's ${name}")
   endif()
   math(EXPR count "${count} + 1")
 endforeach()
-message(STATUS "${count} symbols exported, all public dl_sync_ API")
+if(count EQUAL 0)
+  message(FATAL_ERROR "no symbol exported by ${LIBRARY}")
+endif()
+message(STATUS "${count} symbols exported, all public ${PREFIX} API")

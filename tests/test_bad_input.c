@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "dlsync/sim.h"
 
 static const DLDevice cuda0 = {kDLCUDA, 0}, rocm0 = {kDLROCM, 0}, cpu0 = {kDLCPU, 0};
 static const DLDevice unknown_type = {(DLDeviceType)42, 0}, negative_id = {kDLCUDA, -1};

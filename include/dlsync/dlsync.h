@@ -13,6 +13,5 @@
 #include "dlsync/tensor.h"
 #include "dlsync/exchange.h"
 #include "dlsync/backend.h"
-#include "dlsync/sim.h"
 
 #endif /* DL_SYNC_DLSYNC_H_ */

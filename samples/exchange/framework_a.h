@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <dlsync/dlsync.h>
+#include <dlsync/sim.h>
 
 typedef struct fa_tensor fa_tensor;
 

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include <dlsync/dlsync.h>
+#include <dlsync/sim.h>
 
 /* A producer's __dlpack__: returns an owning tensor made safe for the stream argument. */
 typedef int (*fb_dlpack_fn)(void *object, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);

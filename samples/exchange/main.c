@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include <dlsync/dlsync.h>
+#include <dlsync/sim.h>
 
 #include "framework_a.h"
 #include "framework_b.h"
