@@ -63,7 +63,9 @@ typedef struct dl_sync_sim_user_object dl_sync_sim_user_object;
 
 /**
  * Resets the simulator: waits for all work, destroys every stream, event and graph, and
- * clears the race checker and the jitter. Handles from before are invalid afterwards.
+ * clears the race checker, the host-thread keys and the jitter. Handles from before are
+ * invalid afterwards, except that destroying an event from before succeeds (and frees
+ * it), so dlsync's event pool may be drained by dl_sync_shutdown before or after.
  * Call it between independent tests, with no other thread using the simulator.
  */
 DL_SYNC_API void dl_sync_sim_reset(void);
@@ -95,7 +97,8 @@ typedef struct dl_sync_sim_access {
 } dl_sync_sim_access;
 
 /** Enqueues fn(arg) on stream (or captures it as a kernel node). name is kept for race
-    reports and must outlive the simulator's use of it (a string literal). */
+    reports and must outlive the simulator's use of it (a string literal). A stream of
+    another device than the current one is refused (DL_SYNC_SIM_ERROR_INVALID_HANDLE). */
 DL_SYNC_API int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name,
                                    void (*fn)(void *arg), void *arg,
                                    const dl_sync_sim_access *accesses, size_t count);
@@ -105,7 +108,10 @@ DL_SYNC_API int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name,
 DL_SYNC_API int dl_sync_sim_host_access(const char *name, const void *buffer, int mode);
 
 /* Events, with CUDA's record semantics: a record captures the stream's work so far; a
-   wait binds to the record that preceded it; re-recording overwrites. */
+   wait binds to the record that preceded it; re-recording overwrites. An event belongs
+   to the device current at its creation and may only be recorded on that device's
+   streams (else DL_SYNC_SIM_ERROR_INVALID_HANDLE); waits may cross devices. The external
+   flags are valid only on a capturing stream (else DL_SYNC_SIM_ERROR_INVALID_VALUE). */
 #define DL_SYNC_SIM_EVENT_RECORD_EXTERNAL 1 /**< capture an external event-record node */
 #define DL_SYNC_SIM_EVENT_WAIT_EXTERNAL 1   /**< capture an external event-wait node */
 DL_SYNC_API int dl_sync_sim_event_create(dl_sync_sim_event **event);
@@ -114,8 +120,11 @@ DL_SYNC_API int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_s
                                          unsigned flags);
 DL_SYNC_API int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream,
                                               dl_sync_sim_event *event, unsigned flags);
-/** DL_SYNC_SIM_SUCCESS when the last record completed (or none was made), else
-    DL_SYNC_SIM_ERROR_NOT_READY. */
+/** DL_SYNC_SIM_SUCCESS when the last record completed (or none was made); the calling
+    thread is then ordered after the recorded work, as after a synchronization. Else
+    DL_SYNC_SIM_ERROR_NOT_READY. A potentially unsafe call during a capture (see
+    dl_sync_sim_prohibited_call); on an event recorded in an active capture it fails with
+    DL_SYNC_SIM_ERROR_CAPTURED_EVENT and invalidates that capture. */
 DL_SYNC_API int dl_sync_sim_event_query(dl_sync_sim_event *event);
 DL_SYNC_API int dl_sync_sim_event_synchronize(dl_sync_sim_event *event);
 
@@ -132,7 +141,11 @@ DL_SYNC_API int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int3
                                                 uint64_t *id, dl_sync_sim_graph **graph);
 /** Stands for a call CUDA forbids during capture (cudaMalloc, a synchronization): fails
     with DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED and invalidates the captures it would
-    disturb (global-mode captures of any thread, and this thread's other captures). */
+    disturb (global-mode captures of any thread, and this thread's other captures).
+    Independently of the modes: using the legacy stream while a blocking stream of its
+    device captures fails with DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT (the capture query
+    without invalidating), and synchronizing the device while any of its streams
+    captures fails and invalidates those captures. */
 DL_SYNC_API int dl_sync_sim_prohibited_call(void);
 
 /* Graphs. */
@@ -142,6 +155,8 @@ DL_SYNC_API int dl_sync_sim_graph_count_nodes(const dl_sync_sim_graph *graph, si
                                               size_t *external_waits, size_t *external_records);
 DL_SYNC_API int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec,
                                               dl_sync_sim_graph *graph);
+/** Each launch is ordered after stream's earlier work and after the previous launch of
+    exec (on whatever stream). Inside it, nodes are ordered by the graph's edges only. */
 DL_SYNC_API int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream);
 DL_SYNC_API int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec);
 
@@ -161,8 +176,49 @@ DL_SYNC_API uint64_t dl_sync_sim_race_count(void);
 /** Writes the first race reports (one a line, both operations named) into buffer;
     returns the number of races. */
 DL_SYNC_API uint64_t dl_sync_sim_race_report(char *buffer, size_t size);
+
+/** How many races the checker keeps in structured form (and as lines of the report). */
+#define DL_SYNC_SIM_KEPT_RACES 32
+
+/** One side of a race. */
+typedef struct dl_sync_sim_race_access {
+  const char *name; /**< the kernel (or host access) name given to the simulator */
+  int mode;         /**< DL_SYNC_SIM_READ, DL_SYNC_SIM_WRITE or both */
+  int agent;        /**< the stream, host thread or graph node that made it; -1 in a graph */
+  int is_host;      /**< nonzero for a host thread's dl_sync_sim_host_access */
+} dl_sync_sim_race_access;
+
+/** A race: two conflicting accesses to buffer that nothing orders. */
+typedef struct dl_sync_sim_race {
+  const void *buffer;
+  int in_graph; /**< both are kernel nodes of one graph that no edge orders */
+  dl_sync_sim_race_access earlier, later;
+} dl_sync_sim_race;
+
+/** Copies race number index (0 for the first found) into *race. Fails with
+    DL_SYNC_SIM_ERROR_INVALID_VALUE when index is not below the smaller of
+    dl_sync_sim_race_count() and DL_SYNC_SIM_KEPT_RACES. Names point to the strings
+    given to dl_sync_sim_launch. */
+DL_SYNC_API int dl_sync_sim_race_get(uint64_t index, dl_sync_sim_race *race);
 /** Forgets races and access history (streams and events stay). */
 DL_SYNC_API void dl_sync_sim_race_reset(void);
+
+/*
+ * Happens-before between host threads. The checker orders a host thread's accesses and
+ * launches after what that thread synchronized itself; it cannot see thread creation,
+ * pthread_join, mutexes or queues between host threads. Where one thread synchronizes
+ * work (a stream, an event, the device) and hands the result to another, say so: the
+ * first calls dl_sync_sim_host_release(key) after synchronizing, the other
+ * dl_sync_sim_host_acquire(key) after it knows the first got there (after pthread_join,
+ * after taking the lock, after popping the queue item). Everything the releasing thread
+ * knew at the release (its accesses, what it synchronized) is then ordered before what
+ * the acquiring thread does next. Releases under one key accumulate; acquiring a key
+ * nothing was released under orders nothing. key is any address (the queue, the thread
+ * handle); keys are forgotten at dl_sync_sim_reset. Not needed for the ordering the
+ * simulator already sees: streams, events, synchronization calls.
+ */
+DL_SYNC_API int dl_sync_sim_host_release(const void *key);
+DL_SYNC_API int dl_sync_sim_host_acquire(const void *key);
 
 /** The dlsync backend over the simulator (install it under CUDA or ROCm types). */
 DL_SYNC_API const dl_sync_backend *dl_sync_sim_backend(void);

@@ -39,6 +39,18 @@ int dl_sync_sim_prohibited_call(void) {
 
 void sim__capture_invalidate(sim_capture *capture) { capture->invalidated = 1; }
 
+int sim__check_legacy_use(int32_t device, int invalidate) {
+  int error = DL_SYNC_SIM_SUCCESS;
+  for (dl_sync_sim_stream *s = sim.streams; s != NULL; s = s->next_stream) {
+    if (s->device != device || s->capture == NULL || s->capture->ended ||
+        (s->flags & DL_SYNC_SIM_STREAM_NON_BLOCKING))
+      continue;
+    if (invalidate) sim__capture_invalidate(s->capture);
+    error = DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
+  }
+  return error;
+}
+
 static sim_node *add_node(dl_sync_sim_graph *graph, sim_node_kind kind, const sim_nodes *deps) {
   if (graph->node_count == graph->node_capacity) {
     size_t capacity = graph->node_capacity ? graph->node_capacity * 2 : 8;
@@ -48,7 +60,7 @@ static sim_node *add_node(dl_sync_sim_graph *graph, sim_node_kind kind, const si
     graph->node_capacity = capacity;
   }
   sim_node *node = &graph->nodes[graph->node_count];
-  *node = (sim_node){.kind = kind};
+  *node = (sim_node){.kind = kind, .agent = -1};
   if (sim__nodes_copy(&node->deps, deps) != 0) {
     free(node->deps.items);
     return NULL;
@@ -169,15 +181,17 @@ static void mark_ancestors(const dl_sync_sim_graph *graph, size_t node, char *ma
     mark_ancestors(graph, graph->nodes[node].deps.items[i], marked);
 }
 
-static int conflict(const sim_node *a, const sim_node *b, const void **buffer) {
+/* The first pair of conflicting accesses of a and b, or NULL. */
+static const dl_sync_sim_access *conflict(const sim_node *a, const sim_node *b,
+                                          const dl_sync_sim_access **with) {
   for (size_t i = 0; i < a->access_count; i++)
     for (size_t j = 0; j < b->access_count; j++)
       if (a->accesses[i].buffer == b->accesses[j].buffer &&
           ((a->accesses[i].mode | b->accesses[j].mode) & DL_SYNC_SIM_WRITE)) {
-        *buffer = a->accesses[i].buffer;
-        return 1;
+        *with = &b->accesses[j];
+        return &a->accesses[i];
       }
-  return 0;
+  return NULL;
 }
 
 /* Two kernels of one graph that touch a buffer, one writing, must be ordered by edges. */
@@ -188,9 +202,12 @@ static void check_graph_races(const dl_sync_sim_graph *graph) {
     memset(marked, 0, graph->node_count);
     mark_ancestors(graph, j, marked);
     for (size_t i = 0; i < j; i++) {
-      const void *buffer = NULL;
-      if (!marked[i] && conflict(&graph->nodes[i], &graph->nodes[j], &buffer))
-        sim__race_report_graph(graph->nodes[i].name, graph->nodes[j].name, buffer);
+      const dl_sync_sim_access *second = NULL;
+      const dl_sync_sim_access *first =
+          marked[i] ? NULL : conflict(&graph->nodes[i], &graph->nodes[j], &second);
+      if (first != NULL)
+        sim__race_report_graph(graph->nodes[i].name, first->mode, graph->nodes[j].name,
+                               second->mode, first->buffer);
     }
   }
   free(marked);
@@ -265,11 +282,11 @@ int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status,
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
   int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
-  /* The legacy stream cannot be asked while a blocking stream of its device captures. */
-  for (sim_capture *c = sim.captures; s != NULL && s->is_legacy && c != NULL; c = c->next_capture)
-    if (!c->ended && c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && c->origin->device == s->device &&
-        !(c->origin->flags & DL_SYNC_SIM_STREAM_NON_BLOCKING))
-      error = DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
+  /* cudaStreamGetCaptureInfo: "If called on cudaStreamLegacy (the null stream) while a
+     stream not created with cudaStreamNonBlocking is capturing, returns
+     cudaErrorStreamCaptureImplicit"; cudaStreamIsCapturing: "The blocking stream capture
+     is not invalidated". Any mode; a stream forked into a capture is capturing too. */
+  if (s != NULL && s->is_legacy) error = sim__check_legacy_use(s->device, 0);
   if (error == DL_SYNC_SIM_SUCCESS) {
     sim_capture *c = s->capture;
     *status = c == NULL ? DL_SYNC_CAPTURE_NONE
@@ -383,6 +400,24 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
     e = NULL;
     error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   }
+  /* Each kernel node that touches memory is an agent of its own: nodes of one launch
+     are ordered only by the graph's edges (see launch_clocks), not by the launching
+     stream's order. */
+  for (size_t i = 0; e != NULL && i < e->graph->node_count; i++) {
+    sim_node *node = &e->graph->nodes[i];
+    if (node->kind != SIM_NODE_KERNEL || node->access_count == 0) continue;
+    node->agent = sim__new_agent();
+    if (node->agent < 0) {
+      dl_sync_sim_user_object **released = NULL;
+      size_t released_count = 0;
+      sim__graph_free(e->graph, &released, &released_count);
+      for (size_t k = 0; k < released_count; k++) released[k]->refcount--; /* held by graph */
+      free(released);
+      free(e);
+      e = NULL;
+      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    }
+  }
   if (e != NULL) {
     e->magic = SIM_EXEC_MAGIC;
     e->next_exec = sim.execs;
@@ -393,9 +428,30 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
   return error;
 }
 
-/* A launch is one operation of the stream: ordered after the stream's earlier work and
-   after the records its external-wait nodes name (as of the launch); its external-record
-   nodes record the launch. */
+/* Clocks of one launch's nodes: each follows only the graph's edges, from the launch's
+   start (the stream's earlier work, the previous launch of exec); external-wait nodes
+   add their event's record. Programming Guide, CUDA Graphs, Graph Structure: "The
+   dependencies between the operations are the edges. These dependencies constrain the
+   execution sequence of the operations." cudaGraphAddEventWaitNode: "The graph node will
+   wait for all work captured in event" (so its dependents do, and only they);
+   cudaGraphAddEventRecordNode: each launch records the event "to capture execution of
+   the node's dependencies". */
+static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start, sim_clock *node_clocks) {
+  for (size_t i = 0; i < graph->node_count; i++) {
+    const sim_node *node = &graph->nodes[i];
+    sim_clock *clock = &node_clocks[i];
+    *clock = *start;
+    for (size_t d = 0; d < node->deps.count; d++)
+      sim__clock_join(clock, &node_clocks[node->deps.items[d]]); /* deps come first */
+    if (node->kind == SIM_NODE_WAIT_EXTERNAL) sim__clock_join(clock, &node->event->clock);
+    if (node->agent >= 0) clock->c[node->agent]++;
+  }
+}
+
+/* A launch is one operation of the stream (its kernels run in order on the stream's
+   worker), ordered after the stream's earlier work, the previous launch of exec and the
+   records its external-wait nodes name (as of the launch). The race checker sees finer:
+   each node is ordered only by its edges. */
 int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream) {
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
@@ -403,36 +459,52 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
                   ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : s->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
                                    : DL_SYNC_SIM_SUCCESS;
+  dl_sync_sim_graph *graph = error ? NULL : exec->graph;
+  sim_clock *node_clocks =
+      error ? NULL : malloc((graph->node_count ? graph->node_count : 1) * sizeof *node_clocks);
+  if (error == DL_SYNC_SIM_SUCCESS && node_clocks == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   sim_op *op = error ? NULL : sim__op_new(s, SIM_OP_GRAPH, &error);
-  dl_sync_sim_graph *graph = exec != NULL ? exec->graph : NULL;
+  /* cudaGraphLaunch: "Each launch is ordered behind both any previous work in stream and
+     any previous launches of graphExec", whatever stream those used. */
+  if (error == DL_SYNC_SIM_SUCCESS &&
+      sim__deps_add(&op->deps, exec->last_launch.stream, exec->last_launch.seq))
+    error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   for (size_t i = 0; error == DL_SYNC_SIM_SUCCESS && i < graph->node_count; i++) {
     dl_sync_sim_event *event = graph->nodes[i].event;
     if (graph->nodes[i].kind != SIM_NODE_WAIT_EXTERNAL) continue;
     if (event->capture != NULL) error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
     else if (sim__deps_add(&op->deps, event->last.stream, event->last.seq))
       error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-    else sim__clock_join(&s->clock, &event->clock);
   }
   if (error != DL_SYNC_SIM_SUCCESS) {
     if (op != NULL) sim__op_free(op);
+    free(node_clocks);
     pthread_mutex_unlock(&sim.lock);
     return error;
   }
   op->exec = exec;
   sim__join_host(s);
-  s->clock.c[s->agent]++;
-  for (size_t i = 0; i < graph->node_count; i++)
-    for (size_t a = 0; a < graph->nodes[i].access_count; a++)
-      sim__race_check(s->agent, &s->clock, graph->nodes[i].name, graph->nodes[i].accesses[a].buffer,
-                      graph->nodes[i].accesses[a].mode);
+  sim_clock start = s->clock;
+  sim__clock_join(&start, &exec->last_clock);
+  launch_clocks(graph, &start, node_clocks);
+  for (size_t i = 0; i < graph->node_count; i++) {
+    const sim_node *node = &graph->nodes[i];
+    for (size_t a = 0; node->agent >= 0 && a < node->access_count; a++)
+      sim__race_check(node->agent, &node_clocks[i], node->name, node->accesses[a].buffer,
+                      node->accesses[a].mode);
+    sim__clock_join(&s->clock, &node_clocks[i]); /* the launch ends when every node has */
+  }
   sim__enqueue(s, op);
+  exec->last_launch = (sim_dep){s, s->enqueued};
+  exec->last_clock = s->clock;
   for (size_t i = 0; i < graph->node_count; i++) {
     dl_sync_sim_event *event = graph->nodes[i].event;
     if (graph->nodes[i].kind != SIM_NODE_RECORD_EXTERNAL) continue;
     event->capture = NULL;
     event->last = (sim_dep){s, s->enqueued};
-    event->clock = s->clock;
+    event->clock = node_clocks[i];
   }
+  free(node_clocks);
   pthread_mutex_unlock(&sim.lock);
   return DL_SYNC_SIM_SUCCESS;
 }

@@ -13,6 +13,8 @@ int dl_sync_sim_event_create(dl_sync_sim_event **event) {
   if (e == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   e->magic = SIM_EVENT_MAGIC;
   pthread_mutex_lock(&sim.lock);
+  /* cudaEventCreate: the event belongs to the current device. */
+  e->device = sim__current_device();
   e->next_event = sim.events;
   sim.events = e;
   pthread_mutex_unlock(&sim.lock);
@@ -20,28 +22,54 @@ int dl_sync_sim_event_create(dl_sync_sim_event **event) {
   return DL_SYNC_SIM_SUCCESS;
 }
 
-/* Pending waits hold the record's stream position, not the event: destroying is legal. */
-int dl_sync_sim_event_destroy(dl_sync_sim_event *event) {
-  pthread_mutex_lock(&sim.lock);
-  int error = DL_SYNC_SIM_ERROR_INVALID_HANDLE;
-  for (dl_sync_sim_event **link = &sim.events; *link != NULL; link = &(*link)->next_event) {
+static int unlink_event(dl_sync_sim_event **list, dl_sync_sim_event *event) {
+  for (dl_sync_sim_event **link = list; *link != NULL; link = &(*link)->next_event) {
     if (*link != event) continue;
     *link = event->next_event;
     event->magic = 0;
     free(event->capture_nodes.items);
     free(event);
-    error = DL_SYNC_SIM_SUCCESS;
-    break;
+    return 1;
   }
+  return 0;
+}
+
+/* Pending waits hold the record's stream position, not the event: destroying is legal.
+   An event a reset retired is freed here without error, so that a pool of events kept
+   across dl_sync_sim_reset (dlsync's) can be drained in either order. */
+int dl_sync_sim_event_destroy(dl_sync_sim_event *event) {
+  pthread_mutex_lock(&sim.lock);
+  int found = unlink_event(&sim.events, event) || unlink_event(&sim.retired_events, event);
   pthread_mutex_unlock(&sim.lock);
-  return error;
+  return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+}
+
+void sim__events_retire(void) {
+  while (sim.events != NULL) {
+    dl_sync_sim_event *next = sim.events->next_event;
+    sim.events->magic = SIM_EVENT_RETIRED_MAGIC;
+    sim.events->next_event = sim.retired_events;
+    sim.retired_events = sim.events;
+    sim.events = next;
+  }
 }
 
 int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *stream, unsigned flags) {
+  if (flags & ~(unsigned)DL_SYNC_SIM_EVENT_RECORD_EXTERNAL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
   dl_sync_sim_event *e = valid(event);
-  int error = s == NULL || e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
+  int error = s == NULL || e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              /* cudaEventRecord: "event and stream must be on the same device"; the
+                 Programming Guide (Multi-Device System, Stream and Event Behavior): "will
+                 fail if the input event and input stream are associated to different
+                 devices". */
+              : e->device != s->device ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              /* cudaEventRecordWithFlags: cudaEventRecordExternal "is invalid when used
+                 outside of capture". */
+              : (flags & DL_SYNC_SIM_EVENT_RECORD_EXTERNAL) && s->capture == NULL
+                  ? DL_SYNC_SIM_ERROR_INVALID_VALUE
+                  : DL_SYNC_SIM_SUCCESS;
   if (error == DL_SYNC_SIM_SUCCESS && s->capture != NULL) {
     error = sim__capture_record(s, e, flags);
   } else if (error == DL_SYNC_SIM_SUCCESS) {
@@ -59,10 +87,18 @@ int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *strea
 
 int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
                                   unsigned flags) {
+  if (flags & ~(unsigned)DL_SYNC_SIM_EVENT_WAIT_EXTERNAL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
   dl_sync_sim_event *e = valid(event);
-  int error = s == NULL || e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
+  /* Waits may cross devices (Programming Guide, Stream and Event Behavior: "cudaStreamWaitEvent()
+     will succeed even if the input stream and input event are associated to different
+     devices"). cudaStreamWaitEvent: cudaEventWaitExternal is "invalid when used outside of
+     capture". */
+  int error = s == NULL || e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              : (flags & DL_SYNC_SIM_EVENT_WAIT_EXTERNAL) && s->capture == NULL
+                  ? DL_SYNC_SIM_ERROR_INVALID_VALUE
+                  : DL_SYNC_SIM_SUCCESS;
   if (error == DL_SYNC_SIM_SUCCESS && (s->capture != NULL || e->capture != NULL)) {
     error = sim__capture_wait(s, e, flags);
   } else if (error == DL_SYNC_SIM_SUCCESS) {
@@ -82,10 +118,28 @@ int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event 
 int dl_sync_sim_event_query(dl_sync_sim_event *event) {
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_event *e = valid(event);
-  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
-              : e->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURED_EVENT
-              : sim__dep_done(e->last) ? DL_SYNC_SIM_SUCCESS
-                                       : DL_SYNC_SIM_ERROR_NOT_READY;
+  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
+  if (error == DL_SYNC_SIM_SUCCESS && e->capture != NULL) {
+    /* cudaErrorCapturedEvent: "The operation is not permitted on an event which was last
+       recorded in a capturing stream"; an invalid operation on a capture invalidates it
+       (Programming Guide, CUDA Graphs, Prohibited and Unhandled Operations: "Using
+       unsupported or prohibited operations ... usually causes the capture to be
+       invalidated"). */
+    if (!e->capture->ended) sim__capture_invalidate(e->capture);
+    error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+  }
+  /* cudaEventQuery is a potentially unsafe call during a capture (the capture-mode rules
+     of cudaStreamBeginCapture); CUDA answers cudaErrorStreamCaptureUnsupported to an
+     allocator thread polling events while another thread captures in global mode. */
+  if (error == DL_SYNC_SIM_SUCCESS) error = sim__check_prohibited();
+  if (error == DL_SYNC_SIM_SUCCESS && !sim__dep_done(e->last)) error = DL_SYNC_SIM_ERROR_NOT_READY;
+  if (error == DL_SYNC_SIM_SUCCESS) {
+    /* cudaEventQuery: "a return value of cudaSuccess is equivalent to having called
+       cudaEventSynchronize()": the host now knows the recorded work. */
+    sim_clock *clock = NULL;
+    if (sim__host_agent(&clock) < 0) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else sim__clock_join(clock, &e->clock);
+  }
   pthread_mutex_unlock(&sim.lock);
   return error;
 }

@@ -11,7 +11,7 @@
 
 #include "sim_internal.h"
 
-enum { SIM_KEPT_REPORTS = 32, SIM_REPORT_SIZE = 256 };
+enum { SIM_KEPT_REPORTS = DL_SYNC_SIM_KEPT_RACES };
 
 typedef struct access {
   int agent; /* -1: none */
@@ -29,7 +29,7 @@ typedef struct history {
 static history *histories;
 static size_t history_count, history_capacity;
 static uint64_t race_count;
-static char reports[SIM_KEPT_REPORTS][SIM_REPORT_SIZE];
+static dl_sync_sim_race races[SIM_KEPT_REPORTS];
 
 static history *history_of(const void *buffer) {
   for (size_t i = 0; i < history_count; i++)
@@ -46,14 +46,36 @@ static history *history_of(const void *buffer) {
   return h;
 }
 
-static void report(const char *earlier_kind, const access *earlier, const char *kind,
-                   const char *name, int agent, const void *buffer) {
+static dl_sync_sim_race_access side(const char *name, int mode, int agent) {
+  return (dl_sync_sim_race_access){.name = name ? name : "?",
+                                   .mode = mode,
+                                   .agent = agent,
+                                   .is_host = agent >= 0 && sim.host_clocks[agent] != NULL};
+}
+
+static void report(int earlier_mode, const access *earlier, int mode, const char *name,
+                   int agent, const void *buffer) {
   if (race_count < SIM_KEPT_REPORTS)
-    snprintf(reports[race_count], SIM_REPORT_SIZE,
-             "race on %p: %s by '%s' (agent %d) and %s by '%s' (agent %d) are not ordered",
-             buffer, earlier_kind, earlier->name ? earlier->name : "?", earlier->agent, kind,
-             name ? name : "?", agent);
+    races[race_count] = (dl_sync_sim_race){.buffer = buffer,
+                                           .earlier = side(earlier->name, earlier_mode, earlier->agent),
+                                           .later = side(name, mode, agent)};
   race_count++;
+}
+
+static const char *kind_name(int mode) { return (mode & DL_SYNC_SIM_WRITE) ? "write" : "read"; }
+
+static int format(const dl_sync_sim_race *r, char *buffer, size_t size) {
+  if (r->in_graph)
+    return snprintf(buffer, size,
+                    "race on %p inside one graph: nodes '%s' and '%s' are not ordered by its "
+                    "edges\n",
+                    r->buffer, r->earlier.name, r->later.name);
+  return snprintf(buffer, size,
+                  "race on %p: %s by '%s' (%s %d) and %s by '%s' (%s %d) are not ordered\n",
+                  r->buffer, kind_name(r->earlier.mode), r->earlier.name,
+                  r->earlier.is_host ? "host thread" : "agent", r->earlier.agent,
+                  kind_name(r->later.mode), r->later.name,
+                  r->later.is_host ? "host thread" : "agent", r->later.agent);
 }
 
 static int ordered(const access *earlier, int agent, const sim_clock *clock) {
@@ -64,12 +86,13 @@ void sim__race_check(int agent, const sim_clock *clock, const char *name, const 
                      int mode) {
   history *h = history_of(buffer);
   if (h == NULL) return;
-  const char *kind = (mode & DL_SYNC_SIM_WRITE) ? "write" : "read";
-  if (!ordered(&h->write, agent, clock)) report("write", &h->write, kind, name, agent, buffer);
+  if (!ordered(&h->write, agent, clock))
+    report(DL_SYNC_SIM_WRITE, &h->write, mode, name, agent, buffer);
   access now = {agent, clock->c[agent], name};
   if (mode & DL_SYNC_SIM_WRITE) {
     for (size_t i = 0; i < h->read_count; i++)
-      if (!ordered(&h->reads[i], agent, clock)) report("read", &h->reads[i], kind, name, agent, buffer);
+      if (!ordered(&h->reads[i], agent, clock))
+        report(DL_SYNC_SIM_READ, &h->reads[i], mode, name, agent, buffer);
     h->write = now;
     h->read_count = 0;
     return;
@@ -89,11 +112,13 @@ void sim__race_check(int agent, const sim_clock *clock, const char *name, const 
   h->reads[h->read_count++] = now;
 }
 
-void sim__race_report_graph(const char *a, const char *b, const void *buffer) {
+void sim__race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
+                            const void *buffer) {
   if (race_count < SIM_KEPT_REPORTS)
-    snprintf(reports[race_count], SIM_REPORT_SIZE,
-             "race on %p inside one graph: nodes '%s' and '%s' are not ordered by its edges",
-             buffer, a ? a : "?", b ? b : "?");
+    races[race_count] = (dl_sync_sim_race){.buffer = buffer,
+                                           .in_graph = 1,
+                                           .earlier = side(a, a_mode, -1),
+                                           .later = side(b, b_mode, -1)};
   race_count++;
 }
 
@@ -118,12 +143,21 @@ uint64_t dl_sync_sim_race_report(char *buffer, size_t size) {
   size_t used = 0;
   if (buffer != NULL && size > 0) buffer[0] = '\0';
   for (uint64_t i = 0; i < count && i < SIM_KEPT_REPORTS && buffer != NULL; i++) {
-    int n = snprintf(buffer + used, size - used, "%s\n", reports[i]);
+    int n = format(&races[i], buffer + used, size - used);
     if (n < 0 || (size_t)n >= size - used) break;
     used += (size_t)n;
   }
   pthread_mutex_unlock(&sim.lock);
   return count;
+}
+
+int dl_sync_sim_race_get(uint64_t index, dl_sync_sim_race *race) {
+  if (race == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sim.lock);
+  int kept = index < race_count && index < SIM_KEPT_REPORTS;
+  if (kept) *race = races[index];
+  pthread_mutex_unlock(&sim.lock);
+  return kept ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_VALUE;
 }
 
 void dl_sync_sim_race_reset(void) {

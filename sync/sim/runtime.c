@@ -158,12 +158,7 @@ void dl_sync_sim_reset(void) {
     sim__stream_free(streams);
     streams = next;
   }
-  while (sim.events != NULL) {
-    dl_sync_sim_event *next = sim.events->next_event;
-    free(sim.events->capture_nodes.items);
-    free(sim.events);
-    sim.events = next;
-  }
+  sim__events_retire();
   dl_sync_sim_user_object **released = NULL;
   size_t released_count = 0;
   while (sim.execs != NULL) {
@@ -183,6 +178,7 @@ void dl_sync_sim_reset(void) {
     sim.host_clocks[i] = NULL;
   }
   sim__race_clear();
+  sim__sync_clocks_free();
   memset(sim.legacy, 0, sizeof sim.legacy);
   sim.next_agent = 0;
   sim.jitter_max_us = 0;

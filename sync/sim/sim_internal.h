@@ -63,6 +63,7 @@ struct dl_sync_sim_stream {
 
 struct dl_sync_sim_event {
   uint32_t magic;
+  int32_t device; /* the device current when it was created */
   sim_dep last; /* the last record; stream NULL when never recorded */
   sim_clock clock;
   sim_capture *capture; /* set when last recorded inside a capture */
@@ -81,6 +82,7 @@ typedef struct sim_node {
   size_t access_count;
   dl_sync_sim_event *event;
   sim_nodes deps;
+  int agent; /* in an executable graph: the kernel node's own agent, -1 without accesses */
 } sim_node;
 
 struct dl_sync_sim_user_object {
@@ -101,6 +103,8 @@ struct dl_sync_sim_graph {
 struct dl_sync_sim_graph_exec {
   uint32_t magic;
   dl_sync_sim_graph *graph; /* a private copy of the instantiated graph */
+  sim_dep last_launch;      /* launches of one executable graph are ordered */
+  sim_clock last_clock;     /* what the last launch's nodes knew, together */
   dl_sync_sim_graph_exec *next_exec;
 };
 
@@ -129,6 +133,8 @@ typedef struct sim_state {
   uint64_t next_capture_id;
   int next_agent;
   sim_clock *host_clocks[SIM_MAX_AGENTS];
+  struct sim_sync_clock *sync_clocks; /* host clocks released under a key */
+  dl_sync_sim_event *retired_events;  /* freed by a reset, kept until destroyed */
   uint64_t jitter_seed;
   unsigned jitter_max_us;
 } sim_state;
@@ -136,7 +142,7 @@ typedef struct sim_state {
 extern sim_state sim;
 
 enum { SIM_STREAM_MAGIC = 0x5e7ea7, SIM_EVENT_MAGIC = 0xe7e47, SIM_GRAPH_MAGIC = 0x6a4f,
-       SIM_EXEC_MAGIC = 0xe8ec };
+       SIM_EXEC_MAGIC = 0xe8ec, SIM_EVENT_RETIRED_MAGIC = 0xdead7e };
 
 /* runtime.c (lock held unless noted) */
 int sim__current_device(void);
@@ -150,6 +156,11 @@ int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);
 int sim__nodes_add(sim_nodes *nodes, size_t node);
 int sim__nodes_copy(sim_nodes *to, const sim_nodes *from);
 void sim__clock_join(sim_clock *into, const sim_clock *from);
+
+/* event.c (lock held) */
+/* Reset: events stop being valid, but keep their memory until destroyed, so that a
+   later destroy neither fails nor hits a new event at the same address. */
+void sim__events_retire(void);
 
 /* stream.c */
 dl_sync_sim_stream *sim__stream_new(int32_t device, unsigned flags, int is_legacy,
@@ -175,10 +186,17 @@ void sim__stream_free(dl_sync_sim_stream *stream);
 void sim__race_check(int agent, const sim_clock *clock, const char *name, const void *buffer,
                      int mode);
 /* Accesses of two unordered nodes of one graph. */
-void sim__race_report_graph(const char *a, const char *b, const void *buffer);
+void sim__race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
+                            const void *buffer);
 void sim__race_clear(void);
 
+/* annotate.c (lock held) */
+void sim__sync_clocks_free(void);
+
 /* capture.c (lock held) */
+/* The legacy stream of device may not be used while a blocking stream of that device
+   captures: invalidates those captures and answers 906 (or 0 when none captures). */
+int sim__check_legacy_use(int32_t device, int invalidate);
 /* Fails with the capture error when the calling thread may not make a forbidden call now,
    invalidating the captures it would disturb. */
 int sim__check_prohibited(void);

@@ -86,14 +86,12 @@ int sim__legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps) {
     return sim__deps_add(deps, legacy, legacy->enqueued) ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : 0;
   }
   /* The legacy stream waits for every blocking stream of its device. */
+  int error = sim__check_legacy_use(stream->device, 1);
+  if (error != DL_SYNC_SIM_SUCCESS) return error;
   for (dl_sync_sim_stream *other = sim.streams; other != NULL; other = other->next_stream) {
     if (other == stream || other->device != stream->device || !is_blocking(other) ||
         other->destroyed)
       continue;
-    if (other->capture != NULL) {
-      sim__capture_invalidate(other->capture);
-      return DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
-    }
     sim__clock_join(&stream->clock, &other->clock);
     if (sim__deps_add(deps, other, other->enqueued)) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   }
@@ -128,10 +126,16 @@ int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name, void (*fn)(
   if (fn == NULL || (count > 0 && accesses == NULL)) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
-  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
-  if (s != NULL && s->capture != NULL) {
+  /* Programming Guide, Multi-Device System, Stream and Event Behavior: "A kernel launch
+     will fail if it is issued to a stream that is not associated to the current device"
+     (the runtime answers cudaErrorInvalidResourceHandle). */
+  int error = s == NULL || s->device != sim__current_device() ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+                                                              : DL_SYNC_SIM_SUCCESS;
+  if (error != DL_SYNC_SIM_SUCCESS) {
+    /* nothing enqueued */
+  } else if (s->capture != NULL) {
     error = sim__capture_kernel(s, name, fn, arg, accesses, count);
-  } else if (s != NULL) {
+  } else {
     sim_op *op = sim__op_new(s, SIM_OP_KERNEL, &error);
     if (op != NULL) {
       op->fn = fn;
@@ -177,7 +181,12 @@ int dl_sync_sim_stream_synchronize(dl_sync_sim_stream *stream) {
     sim__capture_invalidate(s->capture);
     error = DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED;
   } else if (s != NULL) {
-    error = sim__check_prohibited();
+    /* Programming Guide, CUDA Graphs, Prohibited and Unhandled Operations: "When any
+       stream in the same context is being captured, and it was not created with
+       cudaStreamNonBlocking, any attempted use of the legacy stream is invalid", whatever
+       the capture mode. */
+    error = s->is_legacy ? sim__check_legacy_use(s->device, 1) : DL_SYNC_SIM_SUCCESS;
+    if (error == DL_SYNC_SIM_SUCCESS) error = sim__check_prohibited();
     if (error == DL_SYNC_SIM_SUCCESS) error = host_wait_stream(s);
   }
   pthread_mutex_unlock(&sim.lock);
@@ -186,8 +195,18 @@ int dl_sync_sim_stream_synchronize(dl_sync_sim_stream *stream) {
 
 int dl_sync_sim_device_synchronize(void) {
   pthread_mutex_lock(&sim.lock);
-  int error = sim__check_prohibited();
   int32_t device = sim__current_device();
+  /* Programming Guide, CUDA Graphs, Prohibited and Unhandled Operations: "It is also
+     invalid to query the execution status of or synchronize a broader handle which
+     encompasses an active stream capture, such as a device or context handle", in every
+     capture mode; the captures are invalidated. */
+  int error = DL_SYNC_SIM_SUCCESS;
+  for (dl_sync_sim_stream *s = sim.streams; s != NULL; s = s->next_stream)
+    if (s->device == device && s->capture != NULL && !s->capture->ended) {
+      sim__capture_invalidate(s->capture);
+      error = DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED;
+    }
+  if (error == DL_SYNC_SIM_SUCCESS) error = sim__check_prohibited();
   for (dl_sync_sim_stream *s = sim.streams; s != NULL && error == DL_SYNC_SIM_SUCCESS;
        s = s->next_stream)
     if (s->device == device) error = host_wait_stream(s);

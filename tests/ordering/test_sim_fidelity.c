@@ -1,0 +1,728 @@
+/* The simulated device against the CUDA documentation: for every rule it models, a
+   scenario CUDA refuses or orders, and beside it the control that CUDA accepts or leaves
+   unordered. docs/sim.md lists each rule with its source and the test here that pins it. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "dlsync/dlsync.h"
+#include "dlsync/sim.h"
+#include "ordering.h"
+
+enum { VALUE_ROUNDS = 100 };
+
+static void print_races(const char *what) {
+  char report[1024];
+  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
+  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races, races ? ", first: " : "\n",
+                races ? report : "");
+}
+
+static dl_sync_sim_stream *new_stream(unsigned flags) {
+  dl_sync_sim_stream *stream = NULL;
+  CHECK_SIM(dl_sync_sim_stream_create(&stream, flags));
+  return stream;
+}
+
+static dl_sync_sim_event *new_event(void) {
+  dl_sync_sim_event *event = NULL;
+  CHECK_SIM(dl_sync_sim_event_create(&event));
+  return event;
+}
+
+/* Ends the capture begun on stream; returns the error and destroys any graph. */
+static int end_capture(dl_sync_sim_stream *stream) {
+  dl_sync_sim_graph *graph = NULL;
+  int error = dl_sync_sim_stream_end_capture(stream, &graph);
+  if (graph != NULL) CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  return error;
+}
+
+static const int capture_modes[] = {DL_SYNC_SIM_CAPTURE_GLOBAL, DL_SYNC_SIM_CAPTURE_THREAD_LOCAL,
+                                    DL_SYNC_SIM_CAPTURE_RELAXED};
+
+/* --- several devices --------------------------------------------------------------- */
+
+static void test_event_record_on_another_devices_stream_is_invalid_handle(void **state) {
+  (void)state;
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  dl_sync_sim_event *on_device_0 = new_event();
+  CHECK_SIM(dl_sync_sim_set_device(1));
+  dl_sync_sim_stream *on_device_1 = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *also_on_device_1 = new_event();
+  assert_int_equal(dl_sync_sim_event_record(on_device_0, on_device_1, 0),
+                   DL_SYNC_SIM_ERROR_INVALID_HANDLE);
+  /* The legacy stream is the current device's: device 1's too. */
+  assert_int_equal(dl_sync_sim_event_record(on_device_0, DL_SYNC_SIM_STREAM_LEGACY, 0),
+                   DL_SYNC_SIM_ERROR_INVALID_HANDLE);
+  /* the control: event and stream of one device */
+  CHECK_SIM(dl_sync_sim_event_record(also_on_device_1, on_device_1, 0));
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  CHECK_SIM(dl_sync_sim_event_record(on_device_0, DL_SYNC_SIM_STREAM_LEGACY, 0));
+}
+
+static void test_launch_on_a_stream_of_another_device_is_invalid_handle(void **state) {
+  (void)state;
+  static pattern data;
+  CHECK_SIM(dl_sync_sim_set_device(1));
+  dl_sync_sim_stream *on_device_1 = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  assert_int_equal(launch_producer(on_device_1, &data, 1), DL_SYNC_SIM_ERROR_INVALID_HANDLE);
+  CHECK_SIM(dl_sync_sim_set_device(1)); /* the control: its device current */
+  CHECK_SIM(launch_producer(on_device_1, &data, 1));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+}
+
+/* Producer on device 0, consumer on device 1, the wait crossing devices or missing. */
+static int64_t cross_device_rounds(int with_wait) {
+  static pattern data;
+  data = (pattern){.racy = !with_wait};
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *done = new_event();
+  CHECK_SIM(dl_sync_sim_set_device(1));
+  dl_sync_sim_stream *consumer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  for (int i = 0; i < VALUE_ROUNDS; i++) {
+    CHECK_SIM(dl_sync_sim_set_device(0));
+    CHECK_SIM(launch_producer(producer, &data, i));
+    CHECK_SIM(dl_sync_sim_event_record(done, producer, 0));
+    CHECK_SIM(dl_sync_sim_set_device(1));
+    if (with_wait) CHECK_SIM(dl_sync_sim_stream_wait_event(consumer, done, 0));
+    CHECK_SIM(launch_consumer(consumer, &data, i));
+    CHECK_SIM(dl_sync_sim_stream_synchronize(consumer));
+  }
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  return data.mismatches;
+}
+
+static void test_a_wait_may_cross_devices(void **state) {
+  (void)state;
+  dl_sync_sim_set_jitter(21, 200);
+  assert_int_equal(cross_device_rounds(1), 0);
+  assert_int_equal(dl_sync_sim_race_count(), 0);
+}
+
+static void test_negative_control_cross_device_consumer_without_wait_races(void **state) {
+  (void)state;
+  dl_sync_sim_set_jitter(22, 400);
+  int64_t mismatches = cross_device_rounds(0);
+  print_races("consumer on device 1 without the wait");
+  print_message("wrong values seen under jitter: %lld words\n", (long long)mismatches);
+  assert_true(dl_sync_sim_race_count() >= VALUE_ROUNDS);
+  assert_true(mismatches > 0);
+}
+
+/* dlsync's same-stream shortcut must look at the device: the legacy stream handle of
+   device 0 and of device 1 are two streams. */
+static void legacy_to_legacy_of_another_device(int with_dependency) {
+  static pattern data;
+  data = (pattern){.racy = !with_dependency};
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  CHECK_SIM(launch_producer(DL_SYNC_SIM_STREAM_LEGACY, &data, 5));
+  if (with_dependency)
+    CHECK_DL(dl_sync_push_dep(sim_view(DL_SYNC_SIM_STREAM_LEGACY, 0),
+                              sim_view(DL_SYNC_SIM_STREAM_LEGACY, 1)));
+  CHECK_SIM(dl_sync_sim_set_device(1));
+  CHECK_SIM(launch_consumer(DL_SYNC_SIM_STREAM_LEGACY, &data, 5));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+}
+
+static void test_push_dep_between_the_legacy_streams_of_two_devices_orders(void **state) {
+  (void)state;
+  legacy_to_legacy_of_another_device(1);
+  print_races("legacy stream of device 0 to that of device 1");
+  assert_int_equal(dl_sync_sim_race_count(), 0);
+}
+
+static void test_negative_control_legacy_streams_of_two_devices_are_not_one(void **state) {
+  (void)state;
+  legacy_to_legacy_of_another_device(0);
+  assert_int_equal(dl_sync_sim_race_count(), 1);
+}
+
+/* --- graph-internal order of external event nodes ---------------------------------- */
+
+/* A graph reading data, with an external wait on the producer's event before or after
+   the reader in capture order; the launch comes after the producer's record. */
+static uint64_t graph_reader_and_external_wait(int reader_after_wait) {
+  static pattern data;
+  data = (pattern){.racy = 1};
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *launcher = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *produced = new_event();
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  if (!reader_after_wait) CHECK_SIM(launch_consumer(capturing, &data, 3));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(capturing, produced, DL_SYNC_SIM_EVENT_WAIT_EXTERNAL));
+  if (reader_after_wait) CHECK_SIM(launch_consumer(capturing, &data, 3));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(capturing, &graph));
+  dl_sync_sim_graph_exec *exec;
+  CHECK_SIM(dl_sync_sim_graph_instantiate(&exec, graph));
+  CHECK_SIM(launch_producer(producer, &data, 3));
+  CHECK_SIM(dl_sync_sim_event_record(produced, producer, 0));
+  CHECK_SIM(dl_sync_sim_graph_launch(exec, launcher));
+  CHECK_SIM(dl_sync_sim_stream_synchronize(launcher));
+  CHECK_SIM(dl_sync_sim_graph_exec_destroy(exec));
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  return dl_sync_sim_race_count();
+}
+
+static void test_external_wait_node_orders_its_dependents(void **state) {
+  (void)state;
+  assert_int_equal(graph_reader_and_external_wait(1), 0);
+}
+
+static void test_negative_control_external_wait_does_not_order_earlier_nodes(void **state) {
+  (void)state;
+  uint64_t races = graph_reader_and_external_wait(0);
+  print_races("graph node captured before the external wait");
+  assert_int_equal(races, 1);
+}
+
+/* A graph writing first then second, with an external record between them; a consumer
+   stream waits on the event and reads one of the two. */
+static uint64_t read_after_external_record(int read_second) {
+  static pattern first, second;
+  first = (pattern){.racy = 1};
+  second = (pattern){.racy = 1};
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *launcher = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *consumer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *recorded = new_event();
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(launch_producer(capturing, &first, 1));
+  CHECK_SIM(dl_sync_sim_event_record(recorded, capturing, DL_SYNC_SIM_EVENT_RECORD_EXTERNAL));
+  CHECK_SIM(launch_producer(capturing, &second, 2));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(capturing, &graph));
+  dl_sync_sim_graph_exec *exec;
+  CHECK_SIM(dl_sync_sim_graph_instantiate(&exec, graph));
+  CHECK_SIM(dl_sync_sim_graph_launch(exec, launcher));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(consumer, recorded, 0));
+  if (read_second) CHECK_SIM(launch_consumer(consumer, &second, 2));
+  else CHECK_SIM(launch_consumer(consumer, &first, 1));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  CHECK_SIM(dl_sync_sim_graph_exec_destroy(exec));
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  return dl_sync_sim_race_count();
+}
+
+static void test_external_record_node_captures_its_dependencies(void **state) {
+  (void)state;
+  assert_int_equal(read_after_external_record(0), 0);
+}
+
+static void test_negative_control_external_record_does_not_cover_later_nodes(void **state) {
+  (void)state;
+  uint64_t races = read_after_external_record(1);
+  print_races("reading a node captured after the external record");
+  assert_int_equal(races, 1);
+}
+
+/* --- repeated launches of one executable graph -------------------------------------- */
+
+static uint64_t launch_on_two_streams(int same_exec) {
+  static pattern data;
+  data = (pattern){.racy = !same_exec};
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *one = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *two = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(launch_producer(capturing, &data, 4));
+  CHECK_SIM(launch_consumer(capturing, &data, 4));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(capturing, &graph));
+  dl_sync_sim_graph_exec *first, *second;
+  CHECK_SIM(dl_sync_sim_graph_instantiate(&first, graph));
+  CHECK_SIM(dl_sync_sim_graph_instantiate(&second, graph));
+  for (int i = 0; i < 10; i++) {
+    CHECK_SIM(dl_sync_sim_graph_launch(first, one));
+    CHECK_SIM(dl_sync_sim_graph_launch(same_exec ? first : second, two));
+  }
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  CHECK_SIM(dl_sync_sim_graph_exec_destroy(first));
+  CHECK_SIM(dl_sync_sim_graph_exec_destroy(second));
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  assert_int_equal(data.mismatches, 0); /* every launch writes and checks the same values */
+  return dl_sync_sim_race_count();
+}
+
+static void test_launches_of_one_executable_graph_are_ordered_across_streams(void **state) {
+  (void)state;
+  dl_sync_sim_set_jitter(31, 200);
+  assert_int_equal(launch_on_two_streams(1), 0);
+}
+
+static void test_negative_control_two_executable_graphs_on_two_streams_race(void **state) {
+  (void)state;
+  uint64_t races = launch_on_two_streams(0);
+  print_races("two executable graphs of one graph on two streams");
+  assert_true(races >= 1);
+}
+
+/* --- what orders the host ----------------------------------------------------------- */
+
+static uint64_t host_reads_after_event(int poll) {
+  static pattern data;
+  data = (pattern){.racy = !poll};
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *done = new_event();
+  CHECK_SIM(launch_producer(producer, &data, 6));
+  CHECK_SIM(dl_sync_sim_event_record(done, producer, 0));
+  int error;
+  while (poll && (error = dl_sync_sim_event_query(done)) == DL_SYNC_SIM_ERROR_NOT_READY) {
+  }
+  if (poll) CHECK_SIM(error);
+  CHECK_SIM(dl_sync_sim_host_access("host reads", data.words, DL_SYNC_SIM_READ));
+  CHECK_SIM(dl_sync_sim_stream_synchronize(producer));
+  return dl_sync_sim_race_count();
+}
+
+static void test_a_successful_event_query_orders_the_host(void **state) {
+  (void)state;
+  dl_sync_sim_set_jitter(41, 300);
+  assert_int_equal(host_reads_after_event(1), 0);
+}
+
+static void test_negative_control_host_read_without_query_races(void **state) {
+  (void)state;
+  assert_int_equal(host_reads_after_event(0), 1);
+}
+
+typedef struct synchronizer {
+  pthread_t thread;
+  dl_sync_sim_stream *stream;
+  int annotate;
+  int error;
+} synchronizer;
+
+static void *synchronize_then_release(void *arg) {
+  synchronizer *s = arg;
+  s->error = dl_sync_sim_stream_synchronize(s->stream);
+  if (s->error == 0 && s->annotate) s->error = dl_sync_sim_host_release(s);
+  return NULL;
+}
+
+/* Another thread synchronizes the producer; after joining it, the main thread enqueues
+   a consumer and reads on the host. */
+static uint64_t consume_after_join(int annotate) {
+  static pattern data;
+  data = (pattern){.racy = !annotate};
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *consumer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(launch_producer(producer, &data, 8));
+  synchronizer s = {.stream = producer, .annotate = annotate};
+  assert_int_equal(pthread_create(&s.thread, NULL, synchronize_then_release, &s), 0);
+  assert_int_equal(pthread_join(s.thread, NULL), 0);
+  CHECK_SIM(s.error);
+  if (annotate) CHECK_SIM(dl_sync_sim_host_acquire(&s));
+  CHECK_SIM(launch_consumer(consumer, &data, 8));
+  CHECK_SIM(dl_sync_sim_host_access("host reads", data.words, DL_SYNC_SIM_READ));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(data.mismatches, 0); /* the producer had finished: joined */
+  return dl_sync_sim_race_count();
+}
+
+static void test_work_after_joining_a_synchronizing_thread_is_ordered(void **state) {
+  (void)state;
+  assert_int_equal(consume_after_join(1), 0);
+}
+
+static void test_negative_control_join_without_annotation_is_unordered(void **state) {
+  (void)state;
+  uint64_t races = consume_after_join(0);
+  print_races("join not annotated");
+  assert_int_equal(races, 2); /* the consumer kernel and the host read */
+}
+
+static void test_acquiring_a_key_never_released_orders_nothing(void **state) {
+  (void)state;
+  static pattern data = {.racy = 1};
+  static int key;
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(launch_producer(producer, &data, 9));
+  CHECK_SIM(dl_sync_sim_host_acquire(&key));
+  CHECK_SIM(dl_sync_sim_host_access("host reads", data.words, DL_SYNC_SIM_READ));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_sim_race_count(), 1);
+  assert_int_equal(dl_sync_sim_host_release(NULL), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_host_acquire(NULL), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+}
+
+/* --- calls prohibited during capture, in every mode ---------------------------------- */
+
+static void test_legacy_stream_sync_during_a_blocking_capture_is_invalid(void **state) {
+  (void)state;
+  static pattern data;
+  for (size_t m = 0; m < 3; m++) {
+    dl_sync_sim_stream *blocking = new_stream(DL_SYNC_SIM_STREAM_DEFAULT);
+    CHECK_SIM(dl_sync_sim_stream_begin_capture(blocking, capture_modes[m]));
+    CHECK_SIM(launch_producer(blocking, &data, 1));
+    assert_int_equal(dl_sync_sim_stream_synchronize(DL_SYNC_SIM_STREAM_LEGACY),
+                     DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT);
+    assert_int_equal(end_capture(blocking), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  }
+  /* the control: a non-blocking capture leaves the legacy stream usable (relaxed: the
+     thread's own global-mode rules do not apply) */
+  dl_sync_sim_stream *non_blocking = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(non_blocking, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(launch_producer(non_blocking, &data, 1));
+  CHECK_SIM(dl_sync_sim_stream_synchronize(DL_SYNC_SIM_STREAM_LEGACY));
+  CHECK_SIM(end_capture(non_blocking));
+}
+
+static void test_device_sync_during_any_capture_of_the_device_is_invalid(void **state) {
+  (void)state;
+  static pattern data;
+  for (size_t m = 0; m < 3; m++) {
+    dl_sync_sim_stream *non_blocking = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+    CHECK_SIM(dl_sync_sim_stream_begin_capture(non_blocking, capture_modes[m]));
+    CHECK_SIM(launch_producer(non_blocking, &data, 1));
+    assert_int_equal(dl_sync_sim_device_synchronize(), DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED);
+    assert_int_equal(end_capture(non_blocking), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  }
+  /* the control: a relaxed capture on device 1 does not concern device 0 */
+  CHECK_SIM(dl_sync_sim_set_device(1));
+  dl_sync_sim_stream *on_device_1 = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(on_device_1, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(launch_producer(on_device_1, &data, 1));
+  CHECK_SIM(dl_sync_sim_set_device(0));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  CHECK_SIM(end_capture(on_device_1));
+}
+
+static void test_legacy_capture_info_is_implicit_error_without_invalidating(void **state) {
+  (void)state;
+  int32_t status;
+  for (size_t m = 0; m < 3; m++) {
+    dl_sync_sim_stream *blocking = new_stream(DL_SYNC_SIM_STREAM_DEFAULT);
+    CHECK_SIM(dl_sync_sim_stream_begin_capture(blocking, capture_modes[m]));
+    assert_int_equal(dl_sync_sim_stream_capture_info(DL_SYNC_SIM_STREAM_LEGACY, &status, NULL, NULL),
+                     DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT);
+    CHECK_SIM(end_capture(blocking));
+  }
+  /* A blocking stream forked into a non-blocking stream's capture captures too. */
+  dl_sync_sim_stream *origin = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *forked = new_stream(DL_SYNC_SIM_STREAM_DEFAULT);
+  dl_sync_sim_event *fork = new_event(), *join = new_event();
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(origin, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(dl_sync_sim_stream_capture_info(DL_SYNC_SIM_STREAM_LEGACY, &status, NULL, NULL));
+  assert_int_equal(status, DL_SYNC_CAPTURE_NONE); /* the control: only non-blocking */
+  CHECK_SIM(dl_sync_sim_event_record(fork, origin, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(forked, fork, 0));
+  assert_int_equal(dl_sync_sim_stream_capture_info(DL_SYNC_SIM_STREAM_LEGACY, &status, NULL, NULL),
+                   DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT);
+  CHECK_SIM(dl_sync_sim_event_record(join, forked, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(origin, join, 0));
+  CHECK_SIM(end_capture(origin));
+}
+
+/* --- event queries and external flags ------------------------------------------------ */
+
+typedef struct querier {
+  pthread_t thread;
+  dl_sync_sim_event *event;
+  int error;
+} querier;
+
+static void *query_event(void *arg) {
+  querier *q = arg;
+  q->error = dl_sync_sim_event_query(q->event);
+  return NULL;
+}
+
+/* Another thread (an allocator's) polls an event while this one captures. */
+static void foreign_query_during_capture(int mode, int *query_error, int *end_error) {
+  static pattern data;
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *other = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  querier q = {.event = new_event()};
+  CHECK_SIM(dl_sync_sim_event_record(q.event, other, 0));
+  CHECK_SIM(dl_sync_sim_stream_synchronize(other));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, mode));
+  CHECK_SIM(launch_producer(capturing, &data, 1));
+  assert_int_equal(pthread_create(&q.thread, NULL, query_event, &q), 0);
+  assert_int_equal(pthread_join(q.thread, NULL), 0);
+  *query_error = q.error;
+  *end_error = end_capture(capturing);
+}
+
+static void test_foreign_event_query_invalidates_a_global_capture(void **state) {
+  (void)state;
+  int query, end;
+  foreign_query_during_capture(DL_SYNC_SIM_CAPTURE_GLOBAL, &query, &end);
+  assert_int_equal(query, DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED);
+  assert_int_equal(end, DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  /* the controls: thread-local and relaxed captures do not concern other threads */
+  foreign_query_during_capture(DL_SYNC_SIM_CAPTURE_THREAD_LOCAL, &query, &end);
+  assert_int_equal(query, DL_SYNC_SIM_SUCCESS);
+  assert_int_equal(end, DL_SYNC_SIM_SUCCESS);
+  foreign_query_during_capture(DL_SYNC_SIM_CAPTURE_RELAXED, &query, &end);
+  assert_int_equal(query, DL_SYNC_SIM_SUCCESS);
+  assert_int_equal(end, DL_SYNC_SIM_SUCCESS);
+}
+
+static void test_query_of_an_event_recorded_in_the_capture_invalidates_it(void **state) {
+  (void)state;
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *captured = new_event(), *outside = new_event();
+  CHECK_SIM(dl_sync_sim_event_record(outside, capturing, 0));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(dl_sync_sim_event_query(outside)); /* the control: relaxed, recorded before */
+  CHECK_SIM(dl_sync_sim_event_record(captured, capturing, 0));
+  assert_int_equal(dl_sync_sim_event_query(captured), DL_SYNC_SIM_ERROR_CAPTURED_EVENT);
+  int32_t status;
+  CHECK_SIM(dl_sync_sim_stream_capture_info(capturing, &status, NULL, NULL));
+  assert_int_equal(status, DL_SYNC_CAPTURE_INVALIDATED);
+  assert_int_equal(end_capture(capturing), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+}
+
+static void test_external_flags_outside_capture_are_invalid_values(void **state) {
+  (void)state;
+  dl_sync_sim_stream *stream = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *event = new_event();
+  assert_int_equal(dl_sync_sim_event_record(event, stream, DL_SYNC_SIM_EVENT_RECORD_EXTERNAL),
+                   DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_stream_wait_event(stream, event, DL_SYNC_SIM_EVENT_WAIT_EXTERNAL),
+                   DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_event_record(event, stream, 4), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_stream_wait_event(stream, event, 4), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  /* the control: inside a capture both are external nodes */
+  CHECK_SIM(dl_sync_sim_event_record(event, stream, 0));
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(capturing, event, DL_SYNC_SIM_EVENT_WAIT_EXTERNAL));
+  CHECK_SIM(dl_sync_sim_event_record(event, capturing, DL_SYNC_SIM_EVENT_RECORD_EXTERNAL));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(capturing, &graph));
+  size_t waits, records;
+  CHECK_SIM(dl_sync_sim_graph_count_nodes(graph, NULL, &waits, &records));
+  assert_int_equal(waits, 1);
+  assert_int_equal(records, 1);
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+}
+
+static void test_isolation_error_invalidates_the_capture(void **state) {
+  (void)state;
+  static pattern data;
+  dl_sync_sim_stream *outside = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *event = new_event();
+  CHECK_SIM(dl_sync_sim_event_record(event, outside, 0));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_RELAXED));
+  assert_int_equal(dl_sync_sim_stream_wait_event(capturing, event, 0),
+                   DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION);
+  int32_t status;
+  CHECK_SIM(dl_sync_sim_stream_capture_info(capturing, &status, NULL, NULL));
+  assert_int_equal(status, DL_SYNC_CAPTURE_INVALIDATED);
+  assert_int_equal(launch_producer(capturing, &data, 1), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  dl_sync_sim_graph *graph = NULL;
+  assert_int_equal(dl_sync_sim_stream_end_capture(capturing, &graph),
+                   DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  assert_null(graph);
+}
+
+/* --- structured race reports --------------------------------------------------------- */
+
+static void test_races_can_be_read_as_structures(void **state) {
+  (void)state;
+  static pattern data = {.racy = 1};
+  dl_sync_sim_stream *a = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *b = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(launch_producer(a, &data, 1));
+  CHECK_SIM(launch_consumer(b, &data, 1));
+  CHECK_SIM(dl_sync_sim_host_access("host writes", data.words, DL_SYNC_SIM_WRITE));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_sim_race_count(), 3); /* consumer-producer, host with both */
+  dl_sync_sim_race race;
+  CHECK_SIM(dl_sync_sim_race_get(0, &race));
+  assert_ptr_equal(race.buffer, data.words);
+  assert_false(race.in_graph);
+  assert_string_equal(race.earlier.name, "producer");
+  assert_int_equal(race.earlier.mode, DL_SYNC_SIM_WRITE);
+  assert_false(race.earlier.is_host);
+  assert_string_equal(race.later.name, "consumer");
+  assert_int_equal(race.later.mode, DL_SYNC_SIM_READ);
+  assert_false(race.later.is_host);
+  assert_int_not_equal(race.earlier.agent, race.later.agent);
+  CHECK_SIM(dl_sync_sim_race_get(1, &race));
+  assert_string_equal(race.later.name, "host writes");
+  assert_true(race.later.is_host);
+  assert_int_equal(dl_sync_sim_race_get(3, &race), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_race_get(0, NULL), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  char report[512];
+  dl_sync_sim_race_report(report, sizeof report);
+  assert_non_null(strstr(report, "write by 'producer'"));
+  assert_non_null(strstr(report, "(host thread"));
+}
+
+static void test_graph_races_are_marked_in_graph(void **state) {
+  (void)state;
+  static pattern data = {.racy = 1};
+  dl_sync_sim_stream *a = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *b = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *fork = new_event(), *join = new_event();
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(a, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(dl_sync_sim_event_record(fork, a, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(b, fork, 0));
+  CHECK_SIM(launch_producer(a, &data, 1));
+  CHECK_SIM(launch_consumer(b, &data, 1));
+  CHECK_SIM(dl_sync_sim_event_record(join, b, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(a, join, 0));
+  CHECK_SIM(end_capture(a));
+  dl_sync_sim_race race;
+  CHECK_SIM(dl_sync_sim_race_get(0, &race));
+  assert_true(race.in_graph);
+  assert_ptr_equal(race.buffer, data.words);
+  assert_string_equal(race.earlier.name, "producer");
+  assert_string_equal(race.later.name, "consumer");
+  assert_int_equal(race.earlier.mode, DL_SYNC_SIM_WRITE);
+}
+
+/* --- events and captures: the remaining rules ---------------------------------------- */
+
+/* A wait binds to the record before it; recording again later does not move it. */
+static uint64_t wait_then_rerecord(int read_second) {
+  static pattern first, second;
+  first = (pattern){.racy = 1};
+  second = (pattern){.racy = 1};
+  dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *consumer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *event = new_event();
+  CHECK_SIM(launch_producer(producer, &first, 1));
+  CHECK_SIM(dl_sync_sim_event_record(event, producer, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(consumer, event, 0));
+  CHECK_SIM(launch_producer(producer, &second, 2));
+  CHECK_SIM(dl_sync_sim_event_record(event, producer, 0));
+  CHECK_SIM(dl_sync_sim_event_destroy(event)); /* legal with the wait pending */
+  if (read_second) CHECK_SIM(launch_consumer(consumer, &second, 2));
+  else CHECK_SIM(launch_consumer(consumer, &first, 1));
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  return dl_sync_sim_race_count();
+}
+
+static void test_a_wait_binds_to_the_record_before_it(void **state) {
+  (void)state;
+  assert_int_equal(wait_then_rerecord(0), 0);
+}
+
+static void test_negative_control_a_later_record_does_not_move_the_wait(void **state) {
+  (void)state;
+  assert_int_equal(wait_then_rerecord(1), 1);
+}
+
+static void test_joining_two_captures_is_a_merge_error(void **state) {
+  (void)state;
+  dl_sync_sim_stream *a = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *b = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_event *event = new_event();
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(a, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(b, DL_SYNC_SIM_CAPTURE_RELAXED));
+  CHECK_SIM(dl_sync_sim_event_record(event, a, 0));
+  assert_int_equal(dl_sync_sim_stream_wait_event(b, event, 0), DL_SYNC_SIM_ERROR_CAPTURE_MERGE);
+  assert_int_equal(end_capture(a), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(end_capture(b), DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+}
+
+typedef struct ender {
+  pthread_t thread;
+  dl_sync_sim_stream *stream;
+  int error;
+} ender;
+
+static void *end_on_another_thread(void *arg) {
+  ender *e = arg;
+  e->error = end_capture(e->stream);
+  return NULL;
+}
+
+static int end_from_another_thread(int mode) {
+  ender e = {.stream = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING)};
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(e.stream, mode));
+  assert_int_equal(pthread_create(&e.thread, NULL, end_on_another_thread, &e), 0);
+  assert_int_equal(pthread_join(e.thread, NULL), 0);
+  if (e.error != DL_SYNC_SIM_SUCCESS) CHECK_SIM(end_capture(e.stream));
+  return e.error;
+}
+
+static void test_only_a_relaxed_capture_may_end_on_another_thread(void **state) {
+  (void)state;
+  assert_int_equal(end_from_another_thread(DL_SYNC_SIM_CAPTURE_GLOBAL),
+                   DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD);
+  assert_int_equal(end_from_another_thread(DL_SYNC_SIM_CAPTURE_THREAD_LOCAL),
+                   DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD);
+  assert_int_equal(end_from_another_thread(DL_SYNC_SIM_CAPTURE_RELAXED), DL_SYNC_SIM_SUCCESS);
+}
+
+/* --- teardown order with dlsync's event pool ----------------------------------------- */
+
+static void export_once(void) {
+  static pattern data;
+  dl_sync_sim_stream *a = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_stream *b = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(launch_producer(a, &data, 1));
+  CHECK_DL(dl_sync_push_dep(sim_view(a, 0), sim_view(b, 0)));
+  CHECK_SIM(launch_consumer(b, &data, 1));
+}
+
+static void test_shutdown_after_sim_reset_destroys_no_live_event(void **state) {
+  (void)state;
+  export_once(); /* the pool now keeps a simulated event */
+  dl_sync_sim_reset();
+  dl_sync_sim_event *fresh = new_event(); /* may reuse an old event's memory */
+  CHECK_DL(dl_sync_shutdown());
+  CHECK_SIM(dl_sync_sim_event_query(fresh)); /* still valid */
+  CHECK_SIM(dl_sync_sim_event_destroy(fresh));
+  /* and the documented order */
+  export_once();
+  CHECK_DL(dl_sync_shutdown());
+  dl_sync_sim_reset();
+}
+
+#define SIM_TEST(name) cmocka_unit_test_setup_teardown(name, use_sim, leave_sim)
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      SIM_TEST(test_event_record_on_another_devices_stream_is_invalid_handle),
+      SIM_TEST(test_launch_on_a_stream_of_another_device_is_invalid_handle),
+      SIM_TEST(test_a_wait_may_cross_devices),
+      SIM_TEST(test_negative_control_cross_device_consumer_without_wait_races),
+      SIM_TEST(test_push_dep_between_the_legacy_streams_of_two_devices_orders),
+      SIM_TEST(test_negative_control_legacy_streams_of_two_devices_are_not_one),
+      SIM_TEST(test_external_wait_node_orders_its_dependents),
+      SIM_TEST(test_negative_control_external_wait_does_not_order_earlier_nodes),
+      SIM_TEST(test_external_record_node_captures_its_dependencies),
+      SIM_TEST(test_negative_control_external_record_does_not_cover_later_nodes),
+      SIM_TEST(test_launches_of_one_executable_graph_are_ordered_across_streams),
+      SIM_TEST(test_negative_control_two_executable_graphs_on_two_streams_race),
+      SIM_TEST(test_a_successful_event_query_orders_the_host),
+      SIM_TEST(test_negative_control_host_read_without_query_races),
+      SIM_TEST(test_work_after_joining_a_synchronizing_thread_is_ordered),
+      SIM_TEST(test_negative_control_join_without_annotation_is_unordered),
+      SIM_TEST(test_acquiring_a_key_never_released_orders_nothing),
+      SIM_TEST(test_legacy_stream_sync_during_a_blocking_capture_is_invalid),
+      SIM_TEST(test_device_sync_during_any_capture_of_the_device_is_invalid),
+      SIM_TEST(test_legacy_capture_info_is_implicit_error_without_invalidating),
+      SIM_TEST(test_foreign_event_query_invalidates_a_global_capture),
+      SIM_TEST(test_query_of_an_event_recorded_in_the_capture_invalidates_it),
+      SIM_TEST(test_external_flags_outside_capture_are_invalid_values),
+      SIM_TEST(test_isolation_error_invalidates_the_capture),
+      SIM_TEST(test_races_can_be_read_as_structures),
+      SIM_TEST(test_graph_races_are_marked_in_graph),
+      SIM_TEST(test_a_wait_binds_to_the_record_before_it),
+      SIM_TEST(test_negative_control_a_later_record_does_not_move_the_wait),
+      SIM_TEST(test_joining_two_captures_is_a_merge_error),
+      SIM_TEST(test_only_a_relaxed_capture_may_end_on_another_thread),
+      SIM_TEST(test_shutdown_after_sim_reset_destroys_no_live_event),
+  };
+  return cmocka_run_group_tests_name("sim_fidelity", tests, NULL, NULL);
+}
