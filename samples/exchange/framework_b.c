@@ -82,6 +82,7 @@ int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t exp
 }
 
 typedef struct later_job {
+  const void *handoff; /* the key under which the two threads publish their clocks */
   DLManagedTensorVersioned *tensor;
   int32_t expected;
   int status;
@@ -89,6 +90,8 @@ typedef struct later_job {
 
 static void *check_later(void *arg) {
   later_job *job = arg;
+  /* The race checker cannot see pthread_create and pthread_join: say what they order. */
+  dl_sync_sim_host_acquire(job->handoff);
   if (sync_enabled) {
     printf("  B  (another thread) waits on the tensor's event on B.side\n");
     job->status = dl_sync_tensor_wait(job->tensor, dl_sync_stream_view(device, side_stream));
@@ -97,6 +100,7 @@ static void *check_later(void *arg) {
     job->status = launch_check(side_stream, &job->tensor->dl_tensor, job->expected, &seen_wrong_on_side);
   job->tensor->deleter(job->tensor); /* the deleter runs on this thread */
   if (job->status != DL_SYNC_OK) fprintf(stderr, "B: %s\n", dl_sync_last_error());
+  dl_sync_sim_host_release(job->handoff);
   free(job);
   return NULL;
 }
@@ -107,10 +111,15 @@ int fb_check_later_on_another_thread(DLManagedTensorVersioned *tensor, int32_t e
     free(job);
     return DL_SYNC_ENOMEM;
   }
-  *job = (later_job){tensor, expected, DL_SYNC_OK};
+  *job = (later_job){&later[later_count], tensor, expected, DL_SYNC_OK};
   /* One at a time keeps the timeline readable; the thread is still a foreign one. */
-  if (pthread_create(&later[later_count], NULL, check_later, job) != 0) return DL_SYNC_ENOMEM;
+  dl_sync_sim_host_release(job->handoff);
+  if (pthread_create(&later[later_count], NULL, check_later, job) != 0) {
+    free(job);
+    return DL_SYNC_ENOMEM;
+  }
   pthread_join(later[later_count], NULL);
+  dl_sync_sim_host_acquire(&later[later_count]);
   later_count++;
   return DL_SYNC_OK;
 }
