@@ -43,7 +43,8 @@ int dl_sync_sim_host_acquire(const void *key) {
   if (key == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.lock);
   sim_clock *host = NULL;
-  int error = sim__host_agent(&host) < 0 ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : DL_SYNC_SIM_SUCCESS;
+  int error =
+      sim__host_agent(&host) < 0 ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION : DL_SYNC_SIM_SUCCESS;
   struct sim_sync_clock *c = error == DL_SYNC_SIM_SUCCESS ? find(key) : NULL;
   if (c != NULL) sim__clock_join(host, &c->clock); /* nothing released yet: no order */
   pthread_mutex_unlock(&sim.lock);

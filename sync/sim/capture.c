@@ -436,7 +436,8 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
    wait for all work captured in event" (so its dependents do, and only they);
    cudaGraphAddEventRecordNode: each launch records the event "to capture execution of
    the node's dependencies". */
-static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start, sim_clock *node_clocks) {
+static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start,
+                          sim_clock *node_clocks) {
   for (size_t i = 0; i < graph->node_count; i++) {
     const sim_node *node = &graph->nodes[i];
     sim_clock *clock = &node_clocks[i];
@@ -462,7 +463,8 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
   dl_sync_sim_graph *graph = error ? NULL : exec->graph;
   sim_clock *node_clocks =
       error ? NULL : malloc((graph->node_count ? graph->node_count : 1) * sizeof *node_clocks);
-  if (error == DL_SYNC_SIM_SUCCESS && node_clocks == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  if (error == DL_SYNC_SIM_SUCCESS && node_clocks == NULL)
+    error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   sim_op *op = error ? NULL : sim__op_new(s, SIM_OP_GRAPH, &error);
   /* cudaGraphLaunch: "Each launch is ordered behind both any previous work in stream and
      any previous launches of graphExec", whatever stream those used. */

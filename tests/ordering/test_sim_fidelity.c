@@ -19,8 +19,8 @@ enum { VALUE_ROUNDS = 100 };
 static void print_races(const char *what) {
   char report[1024];
   uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races, races ? ", first: " : "\n",
-                races ? report : "");
+  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
+                races ? ", first: " : "\n", races ? report : "");
 }
 
 static dl_sync_sim_stream *new_stream(unsigned flags) {
@@ -208,8 +208,10 @@ static uint64_t read_after_external_record(int read_second) {
   CHECK_SIM(dl_sync_sim_graph_instantiate(&exec, graph));
   CHECK_SIM(dl_sync_sim_graph_launch(exec, launcher));
   CHECK_SIM(dl_sync_sim_stream_wait_event(consumer, recorded, 0));
-  if (read_second) CHECK_SIM(launch_consumer(consumer, &second, 2));
-  else CHECK_SIM(launch_consumer(consumer, &first, 1));
+  if (read_second)
+    CHECK_SIM(launch_consumer(consumer, &second, 2));
+  else
+    CHECK_SIM(launch_consumer(consumer, &first, 1));
   CHECK_SIM(dl_sync_sim_device_synchronize());
   CHECK_SIM(dl_sync_sim_graph_exec_destroy(exec));
   CHECK_SIM(dl_sync_sim_graph_destroy(graph));
@@ -406,8 +408,9 @@ static void test_legacy_capture_info_is_implicit_error_without_invalidating(void
   for (size_t m = 0; m < 3; m++) {
     dl_sync_sim_stream *blocking = new_stream(DL_SYNC_SIM_STREAM_DEFAULT);
     CHECK_SIM(dl_sync_sim_stream_begin_capture(blocking, capture_modes[m]));
-    assert_int_equal(dl_sync_sim_stream_capture_info(DL_SYNC_SIM_STREAM_LEGACY, &status, NULL, NULL),
-                     DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT);
+    assert_int_equal(
+        dl_sync_sim_stream_capture_info(DL_SYNC_SIM_STREAM_LEGACY, &status, NULL, NULL),
+        DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT);
     CHECK_SIM(end_capture(blocking));
   }
   /* A blocking stream forked into a non-blocking stream's capture captures too. */
@@ -495,7 +498,8 @@ static void test_external_flags_outside_capture_are_invalid_values(void **state)
   assert_int_equal(dl_sync_sim_stream_wait_event(stream, event, DL_SYNC_SIM_EVENT_WAIT_EXTERNAL),
                    DL_SYNC_SIM_ERROR_INVALID_VALUE);
   assert_int_equal(dl_sync_sim_event_record(event, stream, 4), DL_SYNC_SIM_ERROR_INVALID_VALUE);
-  assert_int_equal(dl_sync_sim_stream_wait_event(stream, event, 4), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_stream_wait_event(stream, event, 4),
+                   DL_SYNC_SIM_ERROR_INVALID_VALUE);
   /* the control: inside a capture both are external nodes */
   CHECK_SIM(dl_sync_sim_event_record(event, stream, 0));
   dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
@@ -604,8 +608,10 @@ static uint64_t wait_then_rerecord(int read_second) {
   CHECK_SIM(launch_producer(producer, &second, 2));
   CHECK_SIM(dl_sync_sim_event_record(event, producer, 0));
   CHECK_SIM(dl_sync_sim_event_destroy(event)); /* legal with the wait pending */
-  if (read_second) CHECK_SIM(launch_consumer(consumer, &second, 2));
-  else CHECK_SIM(launch_consumer(consumer, &first, 1));
+  if (read_second)
+    CHECK_SIM(launch_consumer(consumer, &second, 2));
+  else
+    CHECK_SIM(launch_consumer(consumer, &first, 1));
   CHECK_SIM(dl_sync_sim_device_synchronize());
   return dl_sync_sim_race_count();
 }
