@@ -449,10 +449,11 @@ static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start
   }
 }
 
-/* A launch is one operation of the stream (its kernels run in order on the stream's
-   worker), ordered after the stream's earlier work, the previous launch of exec and the
-   records its external-wait nodes name (as of the launch). The race checker sees finer:
-   each node is ordered only by its edges. */
+/* A launch is one operation of the stream, ordered after the stream's earlier work and
+   the previous launch of exec. Its nodes run in capture order on the stream's worker;
+   an external-wait node blocks there for the record its event named at the launch, so
+   nodes captured before it run without waiting. The race checker sees finer: each node
+   is ordered only by its edges. */
 int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream) {
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
@@ -471,12 +472,14 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
   if (error == DL_SYNC_SIM_SUCCESS &&
       sim__deps_add(&op->deps, exec->last_launch.stream, exec->last_launch.seq))
     error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  if (error == DL_SYNC_SIM_SUCCESS &&
+      (op->node_waits = calloc(graph->node_count ? graph->node_count : 1, sizeof(sim_dep))) == NULL)
+    error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   for (size_t i = 0; error == DL_SYNC_SIM_SUCCESS && i < graph->node_count; i++) {
     dl_sync_sim_event *event = graph->nodes[i].event;
     if (graph->nodes[i].kind != SIM_NODE_WAIT_EXTERNAL) continue;
     if (event->capture != NULL) error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
-    else if (sim__deps_add(&op->deps, event->last.stream, event->last.seq))
-      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else op->node_waits[i] = event->last; /* waited where the node stands, not up front */
   }
   if (error != DL_SYNC_SIM_SUCCESS) {
     if (op != NULL) sim__op_free(op);
@@ -511,10 +514,16 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
   return DL_SYNC_SIM_SUCCESS;
 }
 
-void sim__graph_run(dl_sync_sim_graph_exec *exec) {
-  const dl_sync_sim_graph *graph = exec->graph;
-  for (size_t i = 0; i < graph->node_count; i++)
-    if (graph->nodes[i].kind == SIM_NODE_KERNEL) graph->nodes[i].fn(graph->nodes[i].arg);
+void sim__graph_run(const sim_op *op) {
+  const dl_sync_sim_graph *graph = op->exec->graph;
+  for (size_t i = 0; i < graph->node_count; i++) {
+    const sim_node *node = &graph->nodes[i];
+    if (node->kind == SIM_NODE_KERNEL) node->fn(node->arg);
+    if (node->kind != SIM_NODE_WAIT_EXTERNAL) continue;
+    pthread_mutex_lock(&sim.lock);
+    while (!sim__dep_done(op->node_waits[i])) pthread_cond_wait(&sim.changed, &sim.lock);
+    pthread_mutex_unlock(&sim.lock);
+  }
 }
 
 int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec) {

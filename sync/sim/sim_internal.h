@@ -41,6 +41,7 @@ typedef struct sim_op {
   void (*fn)(void *);
   void *arg;
   dl_sync_sim_graph_exec *exec; /* SIM_OP_GRAPH */
+  sim_dep *node_waits;          /* SIM_OP_GRAPH: per node, the record an external wait names */
   sim_deps deps;
 } sim_op;
 
@@ -208,8 +209,9 @@ int sim__capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsi
 void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
                      size_t *released_count);
 void sim__capture_free_all(void);
-/* Runs a graph's kernels in order (lock not held). */
-void sim__graph_run(dl_sync_sim_graph_exec *exec);
+/* Runs a graph launch's nodes in capture order, each external wait where it stands
+   (lock not held). */
+void sim__graph_run(const sim_op *op);
 void sim__user_objects_release(dl_sync_sim_user_object **objects, size_t count); /* no lock */
 
 #endif /* DL_SYNC_SIM_INTERNAL_H_ */

@@ -15,7 +15,7 @@ static int deps_done(const sim_op *op) {
 static void run_op(dl_sync_sim_stream *stream, sim_op *op) {
   sim__jitter(stream, op->seq);
   if (op->kind == SIM_OP_KERNEL) op->fn(op->arg);
-  if (op->kind == SIM_OP_GRAPH) sim__graph_run(op->exec);
+  if (op->kind == SIM_OP_GRAPH) sim__graph_run(op);
 }
 
 static void *worker_main(void *arg) {
@@ -236,6 +236,7 @@ sim_op *sim__op_new(dl_sync_sim_stream *stream, sim_op_kind kind, int *error) {
 }
 
 void sim__op_free(sim_op *op) {
+  free(op->node_waits);
   free(op->deps.items);
   free(op);
 }
