@@ -121,10 +121,9 @@ int dl_sync_sim_event_query(dl_sync_sim_event *event) {
   int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
   if (error == DL_SYNC_SIM_SUCCESS && e->capture != NULL) {
     /* cudaErrorCapturedEvent: "The operation is not permitted on an event which was last
-       recorded in a capturing stream"; an invalid operation on a capture invalidates it
-       (Programming Guide, CUDA Graphs, Prohibited and Unhandled Operations: "Using
-       unsupported or prohibited operations ... usually causes the capture to be
-       invalidated"). */
+       recorded in a capturing stream"; Programming Guide, CUDA Graphs, Invalidation:
+       "When an invalid operation is attempted during stream capture, any associated
+       capture graphs are invalidated." */
     if (!e->capture->ended) sim__capture_invalidate(e->capture);
     error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
   }

@@ -127,8 +127,8 @@ int dl_sync_sim_launch(dl_sync_sim_stream *stream, const char *name, void (*fn)(
   pthread_mutex_lock(&sim.lock);
   dl_sync_sim_stream *s = sim__resolve(stream);
   /* Programming Guide, Multi-Device System, Stream and Event Behavior: "A kernel launch
-     will fail if it is issued to a stream that is not associated to the current device"
-     (the runtime answers cudaErrorInvalidResourceHandle). */
+     will fail if it is issued to a stream that is not associated to the current device".
+     The error is not documented; the sim answers as for an event of another device. */
   int error = s == NULL || s->device != sim__current_device() ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
                                                               : DL_SYNC_SIM_SUCCESS;
   if (error != DL_SYNC_SIM_SUCCESS) {
