@@ -679,6 +679,44 @@ static void test_only_a_relaxed_capture_may_end_on_another_thread(void **state) 
   assert_int_equal(end_from_another_thread(DL_SYNC_SIM_CAPTURE_RELAXED), DL_SYNC_SIM_SUCCESS);
 }
 
+/* --- limits ----------------------------------------------------------------------- */
+
+static int destroyed;
+static void count_destroy(void *ptr) {
+  (void)ptr;
+  destroyed++;
+}
+
+/* Each executable graph's kernel nodes are agents; past the limit, instantiation fails
+   and gives back the graph's user-object references it took. */
+static void test_instantiating_past_the_agent_limit_fails_cleanly(void **state) {
+  (void)state;
+  static pattern data;
+  dl_sync_sim_stream *capturing = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(capturing, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(launch_producer(capturing, &data, 1));
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(capturing, &graph));
+  dl_sync_sim_user_object *object;
+  destroyed = 0;
+  CHECK_SIM(dl_sync_sim_user_object_create(&object, &data, count_destroy, 1));
+  CHECK_SIM(dl_sync_sim_graph_retain_user_object(graph, object, 1));
+  dl_sync_sim_graph_exec *exec = NULL;
+  int error = DL_SYNC_SIM_SUCCESS, made = 0;
+  while (error == DL_SYNC_SIM_SUCCESS && made < 1000) {
+    error = dl_sync_sim_graph_instantiate(&exec, graph);
+    made += error == DL_SYNC_SIM_SUCCESS;
+  }
+  print_message("%d executable graphs before the agent limit\n", made);
+  assert_int_equal(error, DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION);
+  assert_null(exec);
+  assert_true(made > 200);
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  assert_int_equal(destroyed, 0); /* the executable graphs still hold it */
+  dl_sync_sim_reset();
+  assert_int_equal(destroyed, 1);
+}
+
 /* --- teardown order with dlsync's event pool ----------------------------------------- */
 
 static void export_once(void) {
@@ -738,6 +776,7 @@ int main(void) {
       SIM_TEST(test_negative_control_a_later_record_does_not_move_the_wait),
       SIM_TEST(test_joining_two_captures_is_a_merge_error),
       SIM_TEST(test_only_a_relaxed_capture_may_end_on_another_thread),
+      SIM_TEST(test_instantiating_past_the_agent_limit_fails_cleanly),
       SIM_TEST(test_shutdown_after_sim_reset_destroys_no_live_event),
   };
   return cmocka_run_group_tests_name("sim_fidelity", tests, NULL, NULL);
