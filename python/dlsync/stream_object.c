@@ -71,13 +71,25 @@ static int from_cuda_stream_protocol(const char *func, const char *what, PyObjec
   return rc;
 }
 
-/* obj.name into *attr (NULL when absent, which is not an error). */
-static int optional_attr(PyObject *obj, const char *name, PyObject **attr) {
-  *attr = PyObject_GetAttrString(obj, name);
-  if (*attr != NULL) return 0;
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-  PyErr_Clear();
-  return 0;
+/* The protocols, in the order they are tried. */
+static const char *const protocol_names[] = {"__cuda_stream__", "cuda_stream", "ptr"};
+enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
+static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
+
+/* obj's protocol attribute into *attr (NULL when absent, which is not an error). The
+   lookup that does not raise AttributeError matters: a PyTorch stream is found on the
+   second try, and an exception made and cleared per call would cost more than the rest
+   of export. */
+static int protocol_attr(PyObject *obj, size_t protocol, PyObject **attr) {
+  if (protocol_keys[protocol] == NULL) {
+    protocol_keys[protocol] = PyUnicode_InternFromString(protocol_names[protocol]);
+    if (protocol_keys[protocol] == NULL) return -1;
+  }
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, protocol_keys[protocol], attr) < 0 ? -1 : 0;
+#else
+  return _PyObject_LookupAttr(obj, protocol_keys[protocol], attr) < 0 ? -1 : 0;
+#endif
 }
 
 int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, void **out) {
@@ -91,17 +103,16 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
 
-  static const char *const attributes[] = {"__cuda_stream__", "cuda_stream", "ptr"};
-  for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++) {
+  for (size_t i = 0; i < PROTOCOLS; i++) {
     PyObject *attr = NULL;
-    if (optional_attr(obj, attributes[i], &attr) != 0) return -1;
+    if (protocol_attr(obj, i, &attr) != 0) return -1;
     if (attr == NULL) continue;
     int rc;
     if (i == 0) {
       rc = from_cuda_stream_protocol(func, what, obj, attr, out);
     } else {
       char source[64];
-      PyOS_snprintf(source, sizeof source, "its .%s", attributes[i]);
+      PyOS_snprintf(source, sizeof source, "its .%s", protocol_names[i]);
       rc = handle_from_int(func, what, source, attr, out);
     }
     Py_DECREF(attr);
