@@ -3,7 +3,11 @@
 # folder, then import the installed module and use it: what a user's `pip install` does.
 # Works on a copy of the sources so the checkout stays untouched.
 set -euo pipefail
-python=$1 source=$2 scratch=$3
+python=$1 source=$(realpath "$2") scratch=$(realpath -m "$3")
+if ! { "$python" -c "import setuptools" && "$python" -m pip --version; } >/dev/null 2>&1; then
+  echo "skipped: $python has no pip or setuptools (Debian: python3-pip, python3-setuptools)"
+  exit 77
+fi
 rm -rf "$scratch"
 mkdir -p "$scratch/src"
 cp -r "$source/python" "$source/sync" "$source/include" "$scratch/src/"
