@@ -1,15 +1,16 @@
 /* dlsync.stream_from_arg and dlsync.stream_to_arg: the stream= conventions themselves. */
 #include "module.h"
 
-PyDoc_STRVAR(stream_from_arg_doc,
-"stream_from_arg(device, stream)\n"
-"--\n"
-"\n"
-"Producer side: decodes the consumer's ``stream`` argument for a tensor on ``device``.\n"
-"Returns ``(handle, needs_sync)``: the consumer's native stream as an int (1 is CUDA's\n"
-"legacy default stream, 2 its per-thread default stream; 0 is ROCm's null stream) and\n"
-"whether the producer must order its work before it (False for -1 and for devices\n"
-"without streams). The table and the errors are those of ``export``.\n");
+PyDoc_STRVAR(
+    stream_from_arg_doc,
+    "stream_from_arg(device, stream)\n"
+    "--\n"
+    "\n"
+    "Producer side: decodes the consumer's ``stream`` argument for a tensor on ``device``.\n"
+    "Returns ``(handle, needs_sync)``: the consumer's native stream as an int (1 is CUDA's\n"
+    "legacy default stream, 2 its per-thread default stream; 0 is ROCm's null stream) and\n"
+    "whether the producer must order its work before it (False for -1 and for devices\n"
+    "without streams). The table and the errors are those of ``export``.\n");
 
 static PyObject *py_stream_from_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
@@ -31,14 +32,15 @@ static PyObject *py_stream_from_arg(PyObject *module, PyObject *args, PyObject *
   return Py_BuildValue("(NO)", PyLong_FromVoidPtr(out.handle), needs_sync ? Py_True : Py_False);
 }
 
-PyDoc_STRVAR(stream_to_arg_doc,
-"stream_to_arg(device, stream)\n"
-"--\n"
-"\n"
-"Consumer side: the ``stream=`` value that asks a producer to make data ready on the\n"
-"consumer's ``stream`` (an int handle or a stream object) on ``device``. CUDA's legacy\n"
-"default stream (None or 1) -> 1, its per-thread default stream -> 2, ROCm's null stream\n"
-"-> 0, other streams -> their handle, devices without streams -> None.\n");
+PyDoc_STRVAR(
+    stream_to_arg_doc,
+    "stream_to_arg(device, stream)\n"
+    "--\n"
+    "\n"
+    "Consumer side: the ``stream=`` value that asks a producer to make data ready on the\n"
+    "consumer's ``stream`` (an int handle or a stream object) on ``device``. CUDA's legacy\n"
+    "default stream (None or 1) -> 1, its per-thread default stream -> 2, ROCm's null stream\n"
+    "-> 0, other streams -> their handle, devices without streams -> None.\n");
 
 static PyObject *py_stream_to_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;

@@ -23,8 +23,8 @@ static int add_constants(PyObject *module) {
   };
   for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
     if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) return -1;
-  PyObject *version = PyUnicode_FromFormat("%d.%d.%d", DL_SYNC_VERSION_MAJOR,
-                                           DL_SYNC_VERSION_MINOR, DL_SYNC_VERSION_PATCH);
+  PyObject *version = PyUnicode_FromFormat("%d.%d.%d", DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR,
+                                           DL_SYNC_VERSION_PATCH);
   if (version == NULL) return -1;
   if (PyModule_AddObject(module, "__version__", version) < 0) {
     Py_DECREF(version);

@@ -1,14 +1,15 @@
 /* dlsync.set_capture_policy: what stream=None means while the producer's stream captures. */
 #include "module.h"
 
-PyDoc_STRVAR(set_capture_policy_doc,
-"set_capture_policy(policy)\n"
-"--\n"
-"\n"
-"Sets the process-wide answer to ``stream=None`` (ROCm also 0; CUDA also 1) while the\n"
-"producer's stream is capturing a graph: ``CAPTURE_STRICT`` (the default) raises\n"
-"BufferError saying what to pass instead; ``CAPTURE_NONE_IS_NO_SYNC`` does not\n"
-"synchronize, as PyTorch chose. Any other value is a ValueError.\n");
+PyDoc_STRVAR(
+    set_capture_policy_doc,
+    "set_capture_policy(policy)\n"
+    "--\n"
+    "\n"
+    "Sets the process-wide answer to ``stream=None`` (ROCm also 0; CUDA also 1) while the\n"
+    "producer's stream is capturing a graph: ``CAPTURE_STRICT`` (the default) raises\n"
+    "BufferError saying what to pass instead; ``CAPTURE_NONE_IS_NO_SYNC`` does not\n"
+    "synchronize, as PyTorch chose. Any other value is a ValueError.\n");
 
 static PyObject *py_set_capture_policy(PyObject *module, PyObject *policy_obj) {
   (void)module;

@@ -17,14 +17,12 @@ static PyObject *raise_sim(const char *call, int error) {
   return NULL;
 }
 
-#define SIM_CHECK(call, expr)                  \
-  do {                                         \
-    int sim_error_;                            \
-    Py_BEGIN_ALLOW_THREADS                     \
-    sim_error_ = (expr);                       \
-    Py_END_ALLOW_THREADS                       \
-    if (sim_error_ != DL_SYNC_SIM_SUCCESS)     \
-      return raise_sim(call, sim_error_);      \
+#define SIM_CHECK(call, expr)                                                                 \
+  do {                                                                                        \
+    int sim_error_;                                                                           \
+    Py_BEGIN_ALLOW_THREADS sim_error_ = (expr);                                               \
+    Py_END_ALLOW_THREADS if (sim_error_ != DL_SYNC_SIM_SUCCESS) return raise_sim(call,        \
+                                                                                 sim_error_); \
   } while (0)
 
 static int stream_of(PyObject *obj, dl_sync_sim_stream **out) {
@@ -155,11 +153,9 @@ static const dl_sync_backend *restorable(const dl_sync_backend *b) {
 /* Drains the simulator and forgets everything, with dlsync's pools (their events were
    the simulator's). */
 static void reset_all(void) {
-  Py_BEGIN_ALLOW_THREADS
-  dl_sync_sim_reset();
+  Py_BEGIN_ALLOW_THREADS dl_sync_sim_reset();
   dl_sync_shutdown();
-  Py_END_ALLOW_THREADS
-  release_kernel_args();
+  Py_END_ALLOW_THREADS release_kernel_args();
 }
 
 static void restore_backends(int count) {
@@ -198,8 +194,8 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
       restore_backends((int)i);
       Py_DECREF(seq);
       if (type < 0 || type > INT32_MAX)
-        return PyErr_Format(PyExc_TypeError, "dlsync.testing: device_types: %R is not a device type",
-                            item);
+        return PyErr_Format(PyExc_TypeError,
+                            "dlsync.testing: device_types: %R is not a device type", item);
       return dl_sync_py_raise(status);
     }
   }
@@ -285,10 +281,8 @@ static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
   if (stream_of(obj, &stream) != 0) return NULL;
   dl_sync_sim_graph *graph = NULL;
   int error;
-  Py_BEGIN_ALLOW_THREADS
-  error = dl_sync_sim_stream_end_capture(stream, &graph);
-  Py_END_ALLOW_THREADS
-  if (graph == NULL) {
+  Py_BEGIN_ALLOW_THREADS error = dl_sync_sim_stream_end_capture(stream, &graph);
+  Py_END_ALLOW_THREADS if (graph == NULL) {
     if (error == DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED) Py_RETURN_NONE;
     return raise_sim("dl_sync_sim_stream_end_capture", error);
   }

@@ -14,8 +14,8 @@ static int int32_item(const char *func, PyObject *device, Py_ssize_t index, cons
   long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
   if (value == -1 && PyErr_Occurred()) return -1;
   if (overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
-    PyErr_Format(PyExc_ValueError, "%s: device=%R: %s %R does not fit a 32-bit int", func,
-                 device, name, item);
+    PyErr_Format(PyExc_ValueError, "%s: device=%R: %s %R does not fit a 32-bit int", func, device,
+                 name, item);
     return -1;
   }
   *out = (int32_t)value;
@@ -45,8 +45,8 @@ int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *o
   }
   /* bool is an int subclass, but stream=True is a mistake, not stream 1. */
   if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "%s: stream=%R: expected None or an int, not %.100s", func,
-                 obj, Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: stream=%R: expected None or an int, not %.100s", func, obj,
+                 Py_TYPE(obj)->tp_name);
     return -1;
   }
   int overflow = 0;

@@ -13,8 +13,8 @@
 #define CUDA_STREAM_PROTOCOL_VERSION 0
 
 /* An address: an int in 0 .. UINTPTR_MAX. source names where it came from. */
-static int handle_from_int(const char *func, const char *what, const char *source,
-                           PyObject *value, void **out) {
+static int handle_from_int(const char *func, const char *what, const char *source, PyObject *value,
+                           void **out) {
   if (!PyLong_Check(value) || PyBool_Check(value)) {
     PyErr_Format(PyExc_TypeError, "%s: %s: %s is %R: expected an int stream handle", func, what,
                  source, value);
@@ -32,8 +32,8 @@ static int handle_from_int(const char *func, const char *what, const char *sourc
   unsigned long long address = PyLong_AsUnsignedLongLong(value);
   if (PyErr_Occurred() || address > UINTPTR_MAX) {
     PyErr_Clear();
-    PyErr_Format(PyExc_ValueError, "%s: %s: %s is %R: too large for an address", func, what,
-                 source, value);
+    PyErr_Format(PyExc_ValueError, "%s: %s: %s is %R: too large for an address", func, what, source,
+                 value);
     return -1;
   }
   *out = (void *)(uintptr_t)address;
