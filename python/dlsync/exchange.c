@@ -54,9 +54,10 @@ static PyObject *py_export(PyObject *module, PyObject *args, PyObject *kwargs) {
       dl_sync_py_stream_handle(func, "producer_stream", producer_obj, &producer) != 0 ||
       dl_sync_py_stream_arg(func, stream_obj, &arg) != 0)
     return NULL;
-  int status;
-  Py_BEGIN_ALLOW_THREADS status = dl_sync_export(dl_sync_stream_view(device, producer), arg);
-  Py_END_ALLOW_THREADS if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  PyThreadState *thread = PyEval_SaveThread();
+  int status = dl_sync_export(dl_sync_stream_view(device, producer), arg);
+  PyEval_RestoreThread(thread);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
 
@@ -87,10 +88,10 @@ static PyObject *py_push_dep(PyObject *module, PyObject *args, PyObject *kwargs)
       dl_sync_py_stream_handle(func, "src", src_obj, &src) != 0 ||
       dl_sync_py_stream_handle(func, "dst", dst_obj, &dst) != 0)
     return NULL;
-  int status;
-  Py_BEGIN_ALLOW_THREADS status =
-      dl_sync_push_dep(dl_sync_stream_view(device, src), dl_sync_stream_view(device, dst));
-  Py_END_ALLOW_THREADS if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  PyThreadState *thread = PyEval_SaveThread();
+  int status = dl_sync_push_dep(dl_sync_stream_view(device, src), dl_sync_stream_view(device, dst));
+  PyEval_RestoreThread(thread);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
 

@@ -17,17 +17,38 @@ static PyObject *raise_sim(const char *call, int error) {
   return NULL;
 }
 
-#define SIM_CHECK(call, expr)                                                                 \
-  do {                                                                                        \
-    int sim_error_;                                                                           \
-    Py_BEGIN_ALLOW_THREADS sim_error_ = (expr);                                               \
-    Py_END_ALLOW_THREADS if (sim_error_ != DL_SYNC_SIM_SUCCESS) return raise_sim(call,        \
-                                                                                 sim_error_); \
+/* Runs a simulator call without the GIL (it may wait for streams); raises on failure. */
+#define SIM_CHECK(call, expr)                                                  \
+  do {                                                                         \
+    PyThreadState *sim_thread_ = PyEval_SaveThread();                          \
+    int sim_error_ = (expr);                                                   \
+    PyEval_RestoreThread(sim_thread_);                                         \
+    if (sim_error_ != DL_SYNC_SIM_SUCCESS) return raise_sim(call, sim_error_); \
   } while (0)
+
+/* The handles of the streams made since the last reset (a set of ints; the GIL guards
+   it). The simulator, like a CUDA runtime, reads through any handle it is given, so a
+   stray int would crash the process: the primitives here take only these, the legacy
+   stream (None, 1) and the per-thread stream (2). */
+static PyObject *created_streams;
 
 static int stream_of(PyObject *obj, dl_sync_sim_stream **out) {
   void *handle = NULL;
   if (dl_sync_py_stream_handle("dlsync.testing", "stream", obj, &handle) != 0) return -1;
+  if (handle != NULL && handle != DL_SYNC_SIM_STREAM_LEGACY &&
+      handle != DL_SYNC_SIM_STREAM_PER_THREAD) {
+    PyObject *key = PyLong_FromVoidPtr(handle);
+    int known = key != NULL ? PySet_Contains(created_streams, key) : -1;
+    Py_XDECREF(key);
+    if (known < 0) return -1;
+    if (!known) {
+      PyErr_Format(PyExc_ValueError,
+                   "dlsync.testing: stream %R is not a stream of the simulated device (made "
+                   "since it was opened), nor 1 (legacy) or 2 (per-thread)",
+                   obj);
+      return -1;
+    }
+  }
   *out = handle;
   return 0;
 }
@@ -153,9 +174,12 @@ static const dl_sync_backend *restorable(const dl_sync_backend *b) {
 /* Drains the simulator and forgets everything, with dlsync's pools (their events were
    the simulator's). */
 static void reset_all(void) {
-  Py_BEGIN_ALLOW_THREADS dl_sync_sim_reset();
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync_sim_reset();
   dl_sync_shutdown();
-  Py_END_ALLOW_THREADS release_kernel_args();
+  PyEval_RestoreThread(thread);
+  release_kernel_args();
+  PySet_Clear(created_streams);
 }
 
 static void restore_backends(int count) {
@@ -234,7 +258,9 @@ static PyObject *sim_stream_create(PyObject *module, PyObject *args) {
   int error = dl_sync_sim_stream_create(&stream, flags);
   dl_sync_sim_set_device(current);
   if (error != DL_SYNC_SIM_SUCCESS) return raise_sim("dl_sync_sim_stream_create", error);
-  return PyLong_FromVoidPtr(stream);
+  PyObject *handle = PyLong_FromVoidPtr(stream);
+  if (handle != NULL && PySet_Add(created_streams, handle) < 0) Py_CLEAR(handle);
+  return handle;
 }
 
 static PyObject *sim_stream_destroy(PyObject *module, PyObject *obj) {
@@ -280,9 +306,10 @@ static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
   dl_sync_sim_stream *stream;
   if (stream_of(obj, &stream) != 0) return NULL;
   dl_sync_sim_graph *graph = NULL;
-  int error;
-  Py_BEGIN_ALLOW_THREADS error = dl_sync_sim_stream_end_capture(stream, &graph);
-  Py_END_ALLOW_THREADS if (graph == NULL) {
+  PyThreadState *thread = PyEval_SaveThread();
+  int error = dl_sync_sim_stream_end_capture(stream, &graph);
+  PyEval_RestoreThread(thread);
+  if (graph == NULL) {
     if (error == DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED) Py_RETURN_NONE;
     return raise_sim("dl_sync_sim_stream_end_capture", error);
   }
@@ -357,6 +384,7 @@ static struct PyModuleDef sim_def = {
 };
 
 PyObject *dl_sync_py_sim_module(void) {
+  if (created_streams == NULL && (created_streams = PySet_New(NULL)) == NULL) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
   const struct {

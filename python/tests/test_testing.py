@@ -186,6 +186,8 @@ class Errors(unittest.TestCase):
                 dlsync.testing.SimulatedDevice().open()
 
     def test_bad_arguments(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            handle = sim.stream().handle
         with self.assertRaises(TypeError):
             dlsync.testing.SimulatedDevice(device_types=("cuda",)).open()
         with self.assertRaisesRegex(ValueError, "no streams"):
@@ -197,6 +199,17 @@ class Errors(unittest.TestCase):
                 sim.stream().begin_capture("everywhere")
             with self.assertRaises(TypeError):
                 sim.write(sim.stream(), b"read-only", 1)
+            # a stray int would be read through by the simulator: refused instead
+            for stray in (0xDEAD0, 3):
+                with self.assertRaisesRegex(ValueError, "not a stream of the simulated device"):
+                    sim.write(stray, bytearray(4), 1)
+                with self.assertRaisesRegex(ValueError, "not a stream of the simulated device"):
+                    dlsync.testing.Stream(stray).synchronize()
+            sim.write(None, bytearray(4), 1)  # the legacy stream
+            sim.write(2, bytearray(4), 1)  # this thread's per-thread stream
+        with dlsync.testing.SimulatedDevice() as sim:
+            with self.assertRaisesRegex(ValueError, "not a stream of the simulated device"):
+                sim.write(handle, bytearray(4), 1)  # a stream of the previous opening
 
     def test_closing_restores_the_previous_backends(self):
         """After close, CUDA types are served by what was there before: here the CUDA
