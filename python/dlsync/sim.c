@@ -1,30 +1,21 @@
 /*
  * The simulated device for dlsync.testing (the submodule dlsync._dlsync._sim): installs
- * dlsync's simulator backend under chosen device types, makes simulated streams, runs
- * small kernels on Python buffers and reads the race checker's verdict. The Python
+ * dlsync's simulator backend under chosen device types, makes simulated streams and
+ * reads the race checker's verdict; sim_kernels.c runs work on the streams. The Python
  * wrapper (testing.py) is the documented interface; these are its primitives.
  */
 #include <dlsync/sim.h>
 #include <string.h>
 
-#include "module.h"
+#include "sim_binding.h"
 
 /* --- errors --------------------------------------------------------------------------- */
 
-static PyObject *raise_sim(const char *call, int error) {
+PyObject *dl_sync_py_sim_raise(const char *call, int error) {
   PyErr_Format(PyExc_RuntimeError, "dlsync.testing: %s failed: %s (%d)", call,
                dl_sync_sim_error_name(error), error);
   return NULL;
 }
-
-/* Runs a simulator call without the GIL (it may wait for streams); raises on failure. */
-#define SIM_CHECK(call, expr)                                                  \
-  do {                                                                         \
-    PyThreadState *sim_thread_ = PyEval_SaveThread();                          \
-    int sim_error_ = (expr);                                                   \
-    PyEval_RestoreThread(sim_thread_);                                         \
-    if (sim_error_ != DL_SYNC_SIM_SUCCESS) return raise_sim(call, sim_error_); \
-  } while (0)
 
 /* The handles of the streams made since the last reset (a set of ints; the GIL guards
    it). The simulator, like a CUDA runtime, reads through any handle it is given, so a
@@ -32,7 +23,7 @@ static PyObject *raise_sim(const char *call, int error) {
    stream (None, 1) and the per-thread stream (2). */
 static PyObject *created_streams;
 
-static int stream_of(PyObject *obj, dl_sync_sim_stream **out) {
+int dl_sync_py_sim_stream(PyObject *obj, dl_sync_sim_stream **out) {
   void *handle = NULL;
   if (dl_sync_py_stream_handle("dlsync.testing", "stream", obj, &handle) != 0) return -1;
   if (handle != NULL && handle != DL_SYNC_SIM_STREAM_LEGACY &&
@@ -53,112 +44,6 @@ static int stream_of(PyObject *obj, dl_sync_sim_stream **out) {
   return 0;
 }
 
-/* --- kernels -------------------------------------------------------------------------- */
-
-/* A launched kernel's arguments, with the buffers it uses held (Python cannot free or
-   resize them). Kept until the simulator is reset, which waits for every kernel and
-   graph: a captured kernel may run any number of times until then. The GIL guards the
-   list. */
-typedef struct kernel_args {
-  struct kernel_args *next;
-  Py_buffer src; /* copy only; src.obj is NULL for fill */
-  Py_buffer dst;
-  unsigned char value;
-} kernel_args;
-
-static kernel_args *launched;
-
-static void release_kernel_args(void) {
-  while (launched != NULL) {
-    kernel_args *args = launched;
-    launched = args->next;
-    if (args->src.obj != NULL) PyBuffer_Release(&args->src);
-    PyBuffer_Release(&args->dst);
-    PyMem_RawFree(args);
-  }
-}
-
-static void fill_kernel(void *arg) {
-  kernel_args *args = arg;
-  memset(args->dst.buf, args->value, (size_t)args->dst.len);
-}
-
-static void copy_kernel(void *arg) {
-  kernel_args *args = arg;
-  Py_ssize_t n = args->src.len < args->dst.len ? args->src.len : args->dst.len;
-  memcpy(args->dst.buf, args->src.buf, (size_t)n);
-}
-
-static kernel_args *new_kernel_args(void) {
-  kernel_args *args = PyMem_RawCalloc(1, sizeof *args);
-  if (args == NULL) PyErr_NoMemory();
-  return args;
-}
-
-static PyObject *launch(dl_sync_sim_stream *stream, kernel_args *args, const char *name,
-                        void (*fn)(void *), const dl_sync_sim_access *accesses, size_t count) {
-  args->next = launched;
-  launched = args;
-  SIM_CHECK("dl_sync_sim_launch", dl_sync_sim_launch(stream, name, fn, args, accesses, count));
-  Py_RETURN_NONE;
-}
-
-/* fill(stream, buffer, value): a kernel writing value into every byte of buffer. */
-static PyObject *sim_fill(PyObject *module, PyObject *args_tuple) {
-  (void)module;
-  PyObject *stream_obj;
-  unsigned char value;
-  kernel_args *args = new_kernel_args();
-  if (args == NULL) return NULL;
-  if (!PyArg_ParseTuple(args_tuple, "Ow*b:fill", &stream_obj, &args->dst, &value)) {
-    PyMem_RawFree(args);
-    return NULL;
-  }
-  dl_sync_sim_stream *stream;
-  if (stream_of(stream_obj, &stream) != 0) {
-    PyBuffer_Release(&args->dst);
-    PyMem_RawFree(args);
-    return NULL;
-  }
-  args->value = value;
-  dl_sync_sim_access access = {args->dst.buf, DL_SYNC_SIM_WRITE};
-  return launch(stream, args, "dlsync.testing.fill", fill_kernel, &access, 1);
-}
-
-/* copy(stream, src, dst): a kernel copying src's bytes into dst. */
-static PyObject *sim_copy(PyObject *module, PyObject *args_tuple) {
-  (void)module;
-  PyObject *stream_obj;
-  kernel_args *args = new_kernel_args();
-  if (args == NULL) return NULL;
-  if (!PyArg_ParseTuple(args_tuple, "Oy*w*:copy", &stream_obj, &args->src, &args->dst)) {
-    PyMem_RawFree(args);
-    return NULL;
-  }
-  dl_sync_sim_stream *stream;
-  if (stream_of(stream_obj, &stream) != 0) {
-    PyBuffer_Release(&args->src);
-    PyBuffer_Release(&args->dst);
-    PyMem_RawFree(args);
-    return NULL;
-  }
-  dl_sync_sim_access accesses[] = {{args->src.buf, DL_SYNC_SIM_READ},
-                                   {args->dst.buf, DL_SYNC_SIM_WRITE}};
-  return launch(stream, args, "dlsync.testing.copy", copy_kernel, accesses, 2);
-}
-
-/* host_access(buffer, mode): declares that the host reads (1) and/or writes (2) buffer. */
-static PyObject *sim_host_access(PyObject *module, PyObject *args) {
-  (void)module;
-  Py_buffer buffer;
-  int mode;
-  if (!PyArg_ParseTuple(args, "y*i:host_access", &buffer, &mode)) return NULL;
-  int error = dl_sync_sim_host_access("host", buffer.buf, mode);
-  PyBuffer_Release(&buffer);
-  if (error != DL_SYNC_SIM_SUCCESS) return raise_sim("dl_sync_sim_host_access", error);
-  Py_RETURN_NONE;
-}
-
 /* --- installing ----------------------------------------------------------------------- */
 
 enum { MAX_TYPES = 8 };
@@ -174,11 +59,12 @@ static const dl_sync_backend *restorable(const dl_sync_backend *b) {
 /* Drains the simulator and forgets everything, with dlsync's pools (their events were
    the simulator's). */
 static void reset_all(void) {
+  dl_sync_py_sim_open_gates(); /* else the reset would wait for them forever */
   PyThreadState *thread = PyEval_SaveThread();
   dl_sync_sim_reset();
   dl_sync_shutdown();
   PyEval_RestoreThread(thread);
-  release_kernel_args();
+  dl_sync_py_sim_release_kernels();
   PySet_Clear(created_streams);
 }
 
@@ -253,11 +139,11 @@ static PyObject *sim_stream_create(PyObject *module, PyObject *args) {
   int32_t current = 0;
   dl_sync_sim_stream *stream = NULL;
   unsigned flags = non_blocking ? DL_SYNC_SIM_STREAM_NON_BLOCKING : DL_SYNC_SIM_STREAM_DEFAULT;
-  SIM_CHECK("dl_sync_sim_get_device", dl_sync_sim_get_device(&current));
-  SIM_CHECK("dl_sync_sim_set_device", dl_sync_sim_set_device(device));
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_get_device", dl_sync_sim_get_device(&current));
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_set_device", dl_sync_sim_set_device(device));
   int error = dl_sync_sim_stream_create(&stream, flags);
   dl_sync_sim_set_device(current);
-  if (error != DL_SYNC_SIM_SUCCESS) return raise_sim("dl_sync_sim_stream_create", error);
+  if (error != DL_SYNC_SIM_SUCCESS) return dl_sync_py_sim_raise("dl_sync_sim_stream_create", error);
   PyObject *handle = PyLong_FromVoidPtr(stream);
   if (handle != NULL && PySet_Add(created_streams, handle) < 0) Py_CLEAR(handle);
   return handle;
@@ -266,23 +152,23 @@ static PyObject *sim_stream_create(PyObject *module, PyObject *args) {
 static PyObject *sim_stream_destroy(PyObject *module, PyObject *obj) {
   (void)module;
   dl_sync_sim_stream *stream;
-  if (stream_of(obj, &stream) != 0) return NULL;
-  SIM_CHECK("dl_sync_sim_stream_destroy", dl_sync_sim_stream_destroy(stream));
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_destroy", dl_sync_sim_stream_destroy(stream));
   Py_RETURN_NONE;
 }
 
 static PyObject *sim_stream_synchronize(PyObject *module, PyObject *obj) {
   (void)module;
   dl_sync_sim_stream *stream;
-  if (stream_of(obj, &stream) != 0) return NULL;
-  SIM_CHECK("dl_sync_sim_stream_synchronize", dl_sync_sim_stream_synchronize(stream));
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_synchronize", dl_sync_sim_stream_synchronize(stream));
   Py_RETURN_NONE;
 }
 
 static PyObject *sim_device_synchronize(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
-  SIM_CHECK("dl_sync_sim_device_synchronize", dl_sync_sim_device_synchronize());
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_device_synchronize", dl_sync_sim_device_synchronize());
   Py_RETURN_NONE;
 }
 
@@ -294,8 +180,9 @@ static PyObject *sim_begin_capture(PyObject *module, PyObject *args) {
   int mode;
   if (!PyArg_ParseTuple(args, "Oi:begin_capture", &obj, &mode)) return NULL;
   dl_sync_sim_stream *stream;
-  if (stream_of(obj, &stream) != 0) return NULL;
-  SIM_CHECK("dl_sync_sim_stream_begin_capture", dl_sync_sim_stream_begin_capture(stream, mode));
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_begin_capture",
+                       dl_sync_sim_stream_begin_capture(stream, mode));
   Py_RETURN_NONE;
 }
 
@@ -304,14 +191,14 @@ static PyObject *sim_begin_capture(PyObject *module, PyObject *args) {
 static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
   (void)module;
   dl_sync_sim_stream *stream;
-  if (stream_of(obj, &stream) != 0) return NULL;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
   dl_sync_sim_graph *graph = NULL;
   PyThreadState *thread = PyEval_SaveThread();
   int error = dl_sync_sim_stream_end_capture(stream, &graph);
   PyEval_RestoreThread(thread);
   if (graph == NULL) {
     if (error == DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED) Py_RETURN_NONE;
-    return raise_sim("dl_sync_sim_stream_end_capture", error);
+    return dl_sync_py_sim_raise("dl_sync_sim_stream_end_capture", error);
   }
   size_t kernels = 0, waits = 0;
   dl_sync_sim_graph_count_nodes(graph, &kernels, &waits, NULL);
@@ -322,11 +209,11 @@ static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
 static PyObject *sim_capture_status(PyObject *module, PyObject *obj) {
   (void)module;
   dl_sync_sim_stream *stream;
-  if (stream_of(obj, &stream) != 0) return NULL;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
   int32_t status = 0;
   uint64_t id = 0;
-  SIM_CHECK("dl_sync_sim_stream_capture_info",
-            dl_sync_sim_stream_capture_info(stream, &status, &id, NULL));
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_capture_info",
+                       dl_sync_sim_stream_capture_info(stream, &status, &id, NULL));
   return PyLong_FromLong(status);
 }
 
@@ -366,9 +253,6 @@ static PyMethodDef sim_methods[] = {
     {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode)"},
     {"end_capture", sim_end_capture, METH_O, "end_capture(stream)"},
     {"capture_status", sim_capture_status, METH_O, "capture_status(stream)"},
-    {"fill", sim_fill, METH_VARARGS, "fill(stream, buffer, value)"},
-    {"copy", sim_copy, METH_VARARGS, "copy(stream, src, dst)"},
-    {"host_access", sim_host_access, METH_VARARGS, "host_access(buffer, mode)"},
     {"set_jitter", sim_set_jitter, METH_VARARGS, "set_jitter(seed, max_us)"},
     {"race_count", sim_race_count, METH_NOARGS, "race_count()"},
     {"race_report", sim_race_report, METH_NOARGS, "race_report()"},
@@ -387,6 +271,10 @@ PyObject *dl_sync_py_sim_module(void) {
   if (created_streams == NULL && (created_streams = PySet_New(NULL)) == NULL) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
+  if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
   const struct {
     const char *name;
     long value;

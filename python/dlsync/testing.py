@@ -80,6 +80,17 @@ class Stream:
         return _sim.capture_status(self.handle) == 1
 
 
+class Gate:
+    """A held stream (see SimulatedDevice.hold)."""
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
+
+    def release(self) -> None:
+        """Lets the held stream go on."""
+        _sim.release(self._handle)
+
+
 class SimulatedDevice:
     """The simulated device behind dlsync for ``device_types`` while open.
 
@@ -112,6 +123,7 @@ class SimulatedDevice:
         if not self._open:
             return
         try:
+            _sim.release_all()  # held streams would never drain
             _sim.device_synchronize()
             races, report = _sim.race_count(), _sim.race_report()
         except RuntimeError:
@@ -155,6 +167,14 @@ class SimulatedDevice:
     def copy(self, stream: Any, src: Any, dst: Any) -> None:
         """Enqueues a kernel on stream that reads src and writes its bytes into dst."""
         _sim.copy(stream, src, dst)
+
+    def hold(self, stream: Any) -> "Gate":
+        """Enqueues a kernel on stream that waits until the returned gate is released:
+        the stream's later work waits behind it. Makes "the producer is still writing"
+        certain rather than likely: a consumer that is not ordered after the producer
+        reads the old bytes every time. (Synchronizing a held stream waits for the
+        release, as it would for a long kernel; closing releases every gate.)"""
+        return Gate(_sim.hold(stream))
 
     def host_read(self, buffer: Any) -> None:
         """Declares that the host reads buffer now: a race unless a synchronization

@@ -101,6 +101,30 @@ class RoundTrip(unittest.TestCase):
             sim.close(check=False)
         self.assertGreater(wrong, 0)
 
+    def test_a_held_producer_shows_a_missing_dependency_by_value_every_time(self):
+        """The producer's stream is held before its write, so the write has certainly not
+        run when the consumer's copy may: with export the copy waits for it (7s), without
+        it the copy reads the old zeros, deterministically."""
+        for sync in (True, False):
+            with self.subTest(sync=sync):
+                with dlsync.testing.SimulatedDevice() as sim:
+                    producer, consumer = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+                    x = Array(np.zeros(SIZE, np.uint8), device=(2, 0), stream=producer, sync=sync)
+                    gate = sim.hold(producer)
+                    sim.write(producer, x.data, 7)
+                    x.__dlpack__(stream=consumer.handle)
+                    seen = np.full(SIZE, 1, np.uint8)
+                    sim.copy(consumer, x.data, seen)
+                    if sync:
+                        gate.release()
+                    consumer.synchronize()
+                    sim.host_read(seen)
+                    self.assertTrue((seen == (7 if sync else 0)).all())
+                    gate.release()
+                    if not sync:
+                        self.assertGreater(sim.race_count, 0)
+                        sim.close(check=False)
+
     def test_host_read_without_synchronization_is_a_race(self):
         with dlsync.testing.SimulatedDevice() as sim:
             s = sim.stream()
@@ -210,6 +234,17 @@ class Errors(unittest.TestCase):
         with dlsync.testing.SimulatedDevice() as sim:
             with self.assertRaisesRegex(ValueError, "not a stream of the simulated device"):
                 sim.write(handle, bytearray(4), 1)  # a stream of the previous opening
+
+    def test_gates(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            sim.hold(sim.stream())  # never released: closing releases it
+        with dlsync.testing.SimulatedDevice() as sim:
+            gate = sim.hold(sim.stream())
+            with self.assertRaisesRegex(ValueError, "not a gate"):
+                dlsync.testing.Gate(12345).release()
+        with dlsync.testing.SimulatedDevice() as sim:
+            with self.assertRaisesRegex(ValueError, "not a gate"):
+                gate.release()  # a gate of the previous opening
 
     def test_closing_restores_the_previous_backends(self):
         """After close, CUDA types are served by what was there before: here the CUDA

@@ -81,6 +81,28 @@ class Threads(unittest.TestCase):
 
         self.assertEqual(run_threads(work), [])
 
+    def test_a_thread_waiting_on_the_simulator_lets_other_threads_run(self):
+        """A thread blocked in the simulator (synchronizing a held stream) releases the
+        GIL: the test thread can still run Python and release the stream. Holding the GIL
+        there would deadlock this test."""
+        with dlsync.testing.SimulatedDevice() as sim:
+            s = sim.stream()
+            gate = sim.hold(s)
+            started, done = threading.Event(), threading.Event()
+
+            def wait():
+                started.set()
+                s.synchronize()
+                done.set()
+
+            t = threading.Thread(target=wait)
+            t.start()
+            started.wait()
+            self.assertFalse(done.is_set())  # the stream is held: it cannot have finished
+            gate.release()
+            t.join()
+            self.assertTrue(done.is_set())
+
 
 if __name__ == "__main__":
     unittest.main()
