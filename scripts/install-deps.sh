@@ -5,7 +5,8 @@ set -euo pipefail
 packages=("$@")
 [ ${#packages[@]} -gt 0 ] ||
   packages=(build-essential cmake pkg-config clang libclang-rt-dev valgrind libcmocka-dev
-            libamdhip64-dev libdlpack-dev python3-dev python3-numpy python3-torch)
+            libamdhip64-dev libdlpack-dev python3-dev python3-numpy python3-torch
+            python3-pip python3-setuptools)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -3,12 +3,11 @@
  * __dlpack_device__ with dlsync doing all the stream handling, and a from_dlpack that
  * consumes any producer's capsule. A sample of how a framework uses dlsync from Python.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#include <dlsync/dlsync.h>
+/* The conversions and exceptions of the Python module dlsync (python/dlsync/). */
+#include "binding.h"
 
 /* A tensor: either memory it allocated, or a DLPack tensor it imported and must delete. */
 typedef struct {
@@ -22,16 +21,6 @@ typedef struct {
 
 static PyTypeObject TensorType;
 static atomic_long deleter_calls; /* our own deleters run (exports that were released) */
-
-static PyObject *raise_status(int status) {
-  const char *kind = dl_sync_python_exception(status);
-  PyObject *type = PyExc_RuntimeError;
-  if (strcmp(kind, "ValueError") == 0) type = PyExc_ValueError;
-  else if (strcmp(kind, "BufferError") == 0) type = PyExc_BufferError;
-  else if (strcmp(kind, "MemoryError") == 0) type = PyExc_MemoryError;
-  PyErr_SetString(type, dl_sync_last_error());
-  return NULL;
-}
 
 /* --- export ------------------------------------------------------------------------ */
 
@@ -117,16 +106,12 @@ static void unconsumed_legacy(PyObject *capsule) {
 
 /* Decodes stream=, and makes the data ready on the consumer's stream with dlsync. */
 static int sync_for_consumer(Tensor *self, PyObject *stream) {
-  dl_sync_stream_arg arg = dl_sync_stream_arg_none();
-  if (stream != Py_None) {
-    long long value = PyLong_AsLongLong(stream);
-    if (value == -1 && PyErr_Occurred()) return -1;
-    arg = dl_sync_stream_arg_int(value);
-  }
+  dl_sync_stream_arg arg;
+  if (dl_sync_py_stream_arg("__dlpack__", stream, &arg) != 0) return -1;
   /* This producer's work stream: the CPU has none; a GPU framework passes its own. */
   int status = dl_sync_export(dl_sync_stream_view(self->view.device, NULL), arg);
   if (status != DL_SYNC_OK) {
-    raise_status(status);
+    dl_sync_py_raise(status);
     return -1;
   }
   return 0;
@@ -266,7 +251,7 @@ static PyObject *from_dlpack(PyObject *module, PyObject *obj) {
   dl_sync_stream_arg arg;
   /* This consumer works on the default stream of its device (CPU: none). */
   int status = dl_sync_stream_to_arg(dl_sync_stream_view((DLDevice){(DLDeviceType)type, id}, NULL), &arg);
-  if (status != DL_SYNC_OK) return raise_status(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   PyObject *stream = arg.is_none ? Py_NewRef(Py_None) : PyLong_FromLongLong(arg.value);
   if (stream == NULL) return NULL;
   PyObject *capsule = call_dlpack(obj, stream, 1);
@@ -410,7 +395,7 @@ static PyObject *exchange_api_stream(PyObject *module, PyObject *obj) {
   if (api == NULL) return NULL;
   dl_sync_stream stream;
   int status = dl_sync_stream_from_exchange_api(api, (DLDevice){kDLCPU, 0}, &stream);
-  if (status != DL_SYNC_OK) return raise_status(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   return PyLong_FromVoidPtr(stream.handle);
 }
 

@@ -1,0 +1,33 @@
+/*
+ * binding.h: conversions between Python objects and dlsync's C types, shared by the
+ * dlsync extension module and by the C-extension sample (samples/python).
+ *
+ * Every function takes the name of the Python-level caller (e.g. "dlsync.export") so its
+ * message says where the bad value came from. On failure they set a Python exception and
+ * return -1 (or NULL). They need the GIL.
+ */
+#ifndef DL_SYNC_PY_BINDING_H_
+#define DL_SYNC_PY_BINDING_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlsync/dlsync.h>
+
+/** Raises the exception kind dl_sync_python_exception(status) names, with this thread's
+    dlsync message. Call it on the thread that got status. Always returns NULL. */
+PyObject *dl_sync_py_raise(int status);
+
+/** (device_type, device_id), as __dlpack_device__ returns it -> DLDevice. */
+int dl_sync_py_device(const char *func, PyObject *obj, DLDevice *out);
+
+/** The consumer's stream= argument: None or an int (a bool or any other type is a
+    TypeError, as the array API specifies). */
+int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *out);
+
+/** A stream object -> native handle: None (the default stream, or no stream), an int
+    handle, or an object with __cuda_stream__ (protocol version 0), cuda_stream or ptr.
+    what names the parameter in messages. */
+int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, void **out);
+
+#endif /* DL_SYNC_PY_BINDING_H_ */

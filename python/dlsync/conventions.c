@@ -1,0 +1,71 @@
+/* dlsync.stream_from_arg and dlsync.stream_to_arg: the stream= conventions themselves. */
+#include "module.h"
+
+PyDoc_STRVAR(
+    stream_from_arg_doc,
+    "stream_from_arg(device, stream)\n"
+    "--\n"
+    "\n"
+    "Producer side: decodes the consumer's ``stream`` argument for a tensor on ``device``.\n"
+    "Returns ``(handle, needs_sync)``: the consumer's native stream as an int (1 is CUDA's\n"
+    "legacy default stream, 2 its per-thread default stream; 0 is ROCm's null stream) and\n"
+    "whether the producer must order its work before it (False for -1 and for devices\n"
+    "without streams). The table and the errors are those of ``export``.\n");
+
+static PyObject *py_stream_from_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static const char *const func = "dlsync.stream_from_arg";
+  static char *keywords[] = {"device", "stream", NULL};
+  PyObject *device_obj, *stream_obj;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:stream_from_arg", keywords, &device_obj,
+                                   &stream_obj))
+    return NULL;
+  DLDevice device;
+  dl_sync_stream_arg arg;
+  if (dl_sync_py_device(func, device_obj, &device) != 0 ||
+      dl_sync_py_stream_arg(func, stream_obj, &arg) != 0)
+    return NULL;
+  dl_sync_stream out;
+  int needs_sync = 0;
+  int status = dl_sync_stream_from_arg(device, arg, &out, &needs_sync);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  return Py_BuildValue("(NO)", PyLong_FromVoidPtr(out.handle), needs_sync ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(
+    stream_to_arg_doc,
+    "stream_to_arg(device, stream)\n"
+    "--\n"
+    "\n"
+    "Consumer side: the ``stream=`` value that asks a producer to make data ready on the\n"
+    "consumer's ``stream`` (an int handle or a stream object) on ``device``. CUDA's legacy\n"
+    "default stream (None or 1) -> 1, its per-thread default stream -> 2, ROCm's null stream\n"
+    "-> 0, other streams -> their handle, devices without streams -> None.\n");
+
+static PyObject *py_stream_to_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static const char *const func = "dlsync.stream_to_arg";
+  static char *keywords[] = {"device", "stream", NULL};
+  PyObject *device_obj, *stream_obj;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:stream_to_arg", keywords, &device_obj,
+                                   &stream_obj))
+    return NULL;
+  DLDevice device;
+  void *handle = NULL;
+  if (dl_sync_py_device(func, device_obj, &device) != 0 ||
+      dl_sync_py_stream_handle(func, "stream", stream_obj, &handle) != 0)
+    return NULL;
+  dl_sync_stream_arg arg;
+  int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, handle), &arg);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (arg.is_none) Py_RETURN_NONE;
+  return PyLong_FromLongLong(arg.value);
+}
+
+PyMethodDef dl_sync_py_convention_methods[] = {
+    {"stream_from_arg", (PyCFunction)(void (*)(void))py_stream_from_arg,
+     METH_VARARGS | METH_KEYWORDS, stream_from_arg_doc},
+    {"stream_to_arg", (PyCFunction)(void (*)(void))py_stream_to_arg, METH_VARARGS | METH_KEYWORDS,
+     stream_to_arg_doc},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,59 @@
+/*
+ * The dlsync extension module (dlsync._dlsync): dlsync's calls for code whose __dlpack__
+ * is Python. The package dlsync re-exports it; dlsync.testing wraps its _sim submodule.
+ */
+#include "module.h"
+
+/* Every area's functions; a new area adds its table here. */
+static PyMethodDef *const areas[] = {
+    dl_sync_py_exchange_methods,
+    dl_sync_py_convention_methods,
+    dl_sync_py_policy_methods,
+};
+
+static int add_constants(PyObject *module) {
+  const struct {
+    const char *name;
+    long value;
+  } constants[] = {
+      {"CAPTURE_STRICT", DL_SYNC_CAPTURE_STRICT},
+      {"CAPTURE_NONE_IS_NO_SYNC", DL_SYNC_CAPTURE_NONE_IS_NO_SYNC},
+      {"STREAM_LEGACY", (long)(intptr_t)DL_SYNC_STREAM_LEGACY},
+      {"STREAM_PER_THREAD", (long)(intptr_t)DL_SYNC_STREAM_PER_THREAD},
+  };
+  for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+    if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) return -1;
+  PyObject *version = PyUnicode_FromFormat("%d.%d.%d", DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR,
+                                           DL_SYNC_VERSION_PATCH);
+  if (version == NULL) return -1;
+  if (PyModule_AddObject(module, "__version__", version) < 0) {
+    Py_DECREF(version);
+    return -1;
+  }
+  return 0;
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "dlsync._dlsync",
+    .m_doc = "dlsync: stream synchronization around DLPack exchange, for __dlpack__ in Python.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__dlsync(void);
+PyMODINIT_FUNC PyInit__dlsync(void) {
+  PyObject *module = PyModule_Create(&module_def);
+  if (module == NULL) return NULL;
+  for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)
+    if (PyModule_AddFunctions(module, areas[i]) < 0) goto fail;
+  if (add_constants(module) < 0) goto fail;
+  PyObject *sim = dl_sync_py_sim_module();
+  if (sim == NULL || PyModule_AddObject(module, "_sim", sim) < 0) {
+    Py_XDECREF(sim);
+    goto fail;
+  }
+  return module;
+fail:
+  Py_DECREF(module);
+  return NULL;
+}

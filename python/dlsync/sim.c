@@ -1,0 +1,296 @@
+/*
+ * The simulated device for dlsync.testing (the submodule dlsync._dlsync._sim): installs
+ * dlsync's simulator backend under chosen device types, makes simulated streams and
+ * reads the race checker's verdict; sim_kernels.c runs work on the streams. The Python
+ * wrapper (testing.py) is the documented interface; these are its primitives.
+ */
+#include <dlsync/sim.h>
+#include <string.h>
+
+#include "sim_binding.h"
+
+/* --- errors --------------------------------------------------------------------------- */
+
+PyObject *dl_sync_py_sim_raise(const char *call, int error) {
+  PyErr_Format(PyExc_RuntimeError, "dlsync.testing: %s failed: %s (%d)", call,
+               dl_sync_sim_error_name(error), error);
+  return NULL;
+}
+
+/* The handles of the streams made since the last reset (a set of ints; the GIL guards
+   it). The simulator, like a CUDA runtime, reads through any handle it is given, so a
+   stray int would crash the process: the primitives here take only these, the legacy
+   stream (None, 1) and the per-thread stream (2). */
+static PyObject *created_streams;
+
+int dl_sync_py_sim_stream(PyObject *obj, dl_sync_sim_stream **out) {
+  void *handle = NULL;
+  if (dl_sync_py_stream_handle("dlsync.testing", "stream", obj, &handle) != 0) return -1;
+  if (handle != NULL && handle != DL_SYNC_SIM_STREAM_LEGACY &&
+      handle != DL_SYNC_SIM_STREAM_PER_THREAD) {
+    PyObject *key = PyLong_FromVoidPtr(handle);
+    int known = key != NULL ? PySet_Contains(created_streams, key) : -1;
+    Py_XDECREF(key);
+    if (known < 0) return -1;
+    if (!known) {
+      PyErr_Format(PyExc_ValueError,
+                   "dlsync.testing: stream %R is not a stream of the simulated device (made "
+                   "since it was opened), nor 1 (legacy) or 2 (per-thread)",
+                   obj);
+      return -1;
+    }
+  }
+  *out = handle;
+  return 0;
+}
+
+/* --- installing ----------------------------------------------------------------------- */
+
+enum { MAX_TYPES = 8 };
+static int installed_count = -1; /* -1: not installed */
+static int32_t installed_types[MAX_TYPES];
+static const dl_sync_backend *previous[MAX_TYPES];
+
+/* What to give dl_sync_set_backend to bring back what dl_sync_get_backend returned. */
+static const dl_sync_backend *restorable(const dl_sync_backend *b) {
+  return b == dl_sync_cuda_backend() || b == dl_sync_hip_backend() ? NULL : b;
+}
+
+/* Drains the simulator and forgets everything, with dlsync's pools (their events were
+   the simulator's). */
+static void reset_all(void) {
+  dl_sync_py_sim_open_gates(); /* else the reset would wait for them forever */
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync_sim_reset();
+  dl_sync_shutdown();
+  PyEval_RestoreThread(thread);
+  dl_sync_py_sim_release_kernels();
+  PySet_Clear(created_streams);
+}
+
+static void restore_backends(int count) {
+  for (int i = count - 1; i >= 0; i--) dl_sync_set_backend(installed_types[i], previous[i]);
+}
+
+/* install(device_types): the simulator behind dlsync for each device type. */
+static PyObject *sim_install(PyObject *module, PyObject *types) {
+  (void)module;
+  if (installed_count >= 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "dlsync.testing: the simulated device is already installed (one at a time; "
+                    "close the other SimulatedDevice first)");
+    return NULL;
+  }
+  PyObject *seq = PySequence_Fast(types, "dlsync.testing: device_types must be a sequence");
+  if (seq == NULL) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  if (n < 1 || n > MAX_TYPES) {
+    Py_DECREF(seq);
+    return PyErr_Format(PyExc_ValueError, "dlsync.testing: device_types=%R: expected 1 to %d types",
+                        types, MAX_TYPES);
+  }
+  reset_all();
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+    long type = PyLong_Check(item) && !PyBool_Check(item) ? PyLong_AsLong(item) : -1;
+    if (type == -1 && PyErr_Occurred()) PyErr_Clear();
+    int status = type >= 0 && type <= INT32_MAX ? DL_SYNC_OK : DL_SYNC_EINVAL;
+    if (status == DL_SYNC_OK) {
+      installed_types[i] = (int32_t)type;
+      previous[i] = restorable(dl_sync_get_backend((int32_t)type));
+      status = dl_sync_set_backend((int32_t)type, dl_sync_sim_backend());
+    }
+    if (status != DL_SYNC_OK) {
+      restore_backends((int)i);
+      Py_DECREF(seq);
+      if (type < 0 || type > INT32_MAX)
+        return PyErr_Format(PyExc_TypeError,
+                            "dlsync.testing: device_types: %R is not a device type", item);
+      return dl_sync_py_raise(status);
+    }
+  }
+  Py_DECREF(seq);
+  installed_count = (int)n;
+  Py_RETURN_NONE;
+}
+
+/* uninstall(): drains the simulator and brings the previous backends back. */
+static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  if (installed_count < 0) Py_RETURN_NONE;
+  reset_all();
+  dl_sync_sim_set_jitter(0, 0);
+  restore_backends(installed_count);
+  installed_count = -1;
+  Py_RETURN_NONE;
+}
+
+/* --- streams -------------------------------------------------------------------------- */
+
+static PyObject *sim_stream_create(PyObject *module, PyObject *args) {
+  (void)module;
+  int non_blocking, device;
+  if (!PyArg_ParseTuple(args, "pi:stream_create", &non_blocking, &device)) return NULL;
+  if (device < 0 || device >= DL_SYNC_SIM_DEVICES)
+    return PyErr_Format(PyExc_ValueError,
+                        "dlsync.testing: device %d: the simulated device has ids 0 to %d", device,
+                        DL_SYNC_SIM_DEVICES - 1);
+  int32_t current = 0;
+  dl_sync_sim_stream *stream = NULL;
+  unsigned flags = non_blocking ? DL_SYNC_SIM_STREAM_NON_BLOCKING : DL_SYNC_SIM_STREAM_DEFAULT;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_get_device", dl_sync_sim_get_device(&current));
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_set_device", dl_sync_sim_set_device(device));
+  int error = dl_sync_sim_stream_create(&stream, flags);
+  dl_sync_sim_set_device(current);
+  if (error != DL_SYNC_SIM_SUCCESS) return dl_sync_py_sim_raise("dl_sync_sim_stream_create", error);
+  PyObject *handle = PyLong_FromVoidPtr(stream);
+  if (handle != NULL && PySet_Add(created_streams, handle) < 0) Py_CLEAR(handle);
+  return handle;
+}
+
+static PyObject *sim_stream_destroy(PyObject *module, PyObject *obj) {
+  (void)module;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_destroy", dl_sync_sim_stream_destroy(stream));
+  Py_RETURN_NONE;
+}
+
+static PyObject *sim_stream_synchronize(PyObject *module, PyObject *obj) {
+  (void)module;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_synchronize", dl_sync_sim_stream_synchronize(stream));
+  Py_RETURN_NONE;
+}
+
+static PyObject *sim_device_synchronize(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_device_synchronize", dl_sync_sim_device_synchronize());
+  Py_RETURN_NONE;
+}
+
+/* --- capture -------------------------------------------------------------------------- */
+
+static PyObject *sim_begin_capture(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *obj;
+  int mode;
+  if (!PyArg_ParseTuple(args, "Oi:begin_capture", &obj, &mode)) return NULL;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_begin_capture",
+                       dl_sync_sim_stream_begin_capture(stream, mode));
+  Py_RETURN_NONE;
+}
+
+/* end_capture(stream): ends the capture and destroys its graph; returns the graph's
+   (kernels, external waits) counts, or None when the capture had failed. */
+static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
+  (void)module;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  dl_sync_sim_graph *graph = NULL;
+  PyThreadState *thread = PyEval_SaveThread();
+  int error = dl_sync_sim_stream_end_capture(stream, &graph);
+  PyEval_RestoreThread(thread);
+  if (graph == NULL) {
+    if (error == DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED) Py_RETURN_NONE;
+    return dl_sync_py_sim_raise("dl_sync_sim_stream_end_capture", error);
+  }
+  size_t kernels = 0, waits = 0;
+  dl_sync_sim_graph_count_nodes(graph, &kernels, &waits, NULL);
+  dl_sync_sim_graph_destroy(graph);
+  return Py_BuildValue("(nn)", (Py_ssize_t)kernels, (Py_ssize_t)waits);
+}
+
+static PyObject *sim_capture_status(PyObject *module, PyObject *obj) {
+  (void)module;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  int32_t status = 0;
+  uint64_t id = 0;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_stream_capture_info",
+                       dl_sync_sim_stream_capture_info(stream, &status, &id, NULL));
+  return PyLong_FromLong(status);
+}
+
+/* --- verdicts ------------------------------------------------------------------------- */
+
+static PyObject *sim_set_jitter(PyObject *module, PyObject *args) {
+  (void)module;
+  unsigned long long seed;
+  unsigned int max_us;
+  if (!PyArg_ParseTuple(args, "KI:set_jitter", &seed, &max_us)) return NULL;
+  dl_sync_sim_set_jitter(seed, max_us);
+  Py_RETURN_NONE;
+}
+
+static PyObject *sim_race_count(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(dl_sync_sim_race_count());
+}
+
+static PyObject *sim_race_report(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  char report[4096];
+  report[0] = '\0';
+  dl_sync_sim_race_report(report, sizeof report);
+  return PyUnicode_DecodeUTF8(report, (Py_ssize_t)strlen(report), "replace");
+}
+
+static PyMethodDef sim_methods[] = {
+    {"install", sim_install, METH_O, "install(device_types)"},
+    {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()"},
+    {"stream_create", sim_stream_create, METH_VARARGS, "stream_create(non_blocking, device)"},
+    {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
+    {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},
+    {"device_synchronize", sim_device_synchronize, METH_NOARGS, "device_synchronize()"},
+    {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode)"},
+    {"end_capture", sim_end_capture, METH_O, "end_capture(stream)"},
+    {"capture_status", sim_capture_status, METH_O, "capture_status(stream)"},
+    {"set_jitter", sim_set_jitter, METH_VARARGS, "set_jitter(seed, max_us)"},
+    {"race_count", sim_race_count, METH_NOARGS, "race_count()"},
+    {"race_report", sim_race_report, METH_NOARGS, "race_report()"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef sim_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "dlsync._dlsync._sim",
+    .m_doc = "The simulated device's primitives; use dlsync.testing.",
+    .m_size = -1,
+    .m_methods = sim_methods,
+};
+
+PyObject *dl_sync_py_sim_module(void) {
+  if (created_streams == NULL && (created_streams = PySet_New(NULL)) == NULL) return NULL;
+  PyObject *module = PyModule_Create(&sim_def);
+  if (module == NULL) return NULL;
+  if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
+  const struct {
+    const char *name;
+    long value;
+  } constants[] = {
+      {"READ", DL_SYNC_SIM_READ},
+      {"WRITE", DL_SYNC_SIM_WRITE},
+      {"CAPTURE_GLOBAL", DL_SYNC_SIM_CAPTURE_GLOBAL},
+      {"CAPTURE_THREAD_LOCAL", DL_SYNC_SIM_CAPTURE_THREAD_LOCAL},
+      {"CAPTURE_RELAXED", DL_SYNC_SIM_CAPTURE_RELAXED},
+      {"DEVICES", DL_SYNC_SIM_DEVICES},
+  };
+  for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
+    if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) {
+      Py_DECREF(module);
+      return NULL;
+    }
+  }
+  return module;
+}

@@ -1,0 +1,64 @@
+/* The values __dlpack__ passes around: the device tuple and the stream= argument. */
+#include "binding.h"
+
+/* An int that fits int32_t, for the two fields of a DLDevice. */
+static int int32_item(const char *func, PyObject *device, Py_ssize_t index, const char *name,
+                      int32_t *out) {
+  PyObject *item = PyTuple_GET_ITEM(device, index);
+  if (!PyLong_Check(item) || PyBool_Check(item)) {
+    PyErr_Format(PyExc_TypeError, "%s: device=%R: %s must be an int, not %.100s", func, device,
+                 name, Py_TYPE(item)->tp_name);
+    return -1;
+  }
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+  if (value == -1 && PyErr_Occurred()) return -1;
+  if (overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "%s: device=%R: %s %R does not fit a 32-bit int", func, device,
+                 name, item);
+    return -1;
+  }
+  *out = (int32_t)value;
+  return 0;
+}
+
+int dl_sync_py_device(const char *func, PyObject *obj, DLDevice *out) {
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: device=%R: expected a (device_type, device_id) tuple, as "
+                 "__dlpack_device__() returns",
+                 func, obj);
+    return -1;
+  }
+  int32_t type = 0, id = 0;
+  if (int32_item(func, obj, 0, "device_type", &type) != 0) return -1;
+  if (int32_item(func, obj, 1, "device_id", &id) != 0) return -1;
+  /* The values themselves are dlsync's to judge (unknown types, ids out of range). */
+  *out = (DLDevice){(DLDeviceType)type, id};
+  return 0;
+}
+
+int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *out) {
+  if (obj == Py_None) {
+    *out = dl_sync_stream_arg_none();
+    return 0;
+  }
+  /* bool is an int subclass, but stream=True is a mistake, not stream 1. */
+  if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s: stream=%R: expected None or an int, not %.100s", func, obj,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (value == -1 && PyErr_Occurred()) return -1;
+  if (overflow != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: stream=%R does not fit a 64-bit int: expected None, -1, 0, 1, 2 or a "
+                 "stream handle",
+                 func, obj);
+    return -1;
+  }
+  *out = dl_sync_stream_arg_int(value);
+  return 0;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# pip install ./python offline, with the interpreter's own setuptools, into a scratch
+# folder, then import the installed module and use it: what a user's `pip install` does.
+# Works on a copy of the sources so the checkout stays untouched.
+set -euo pipefail
+python=$1 source=$(realpath "$2") scratch=$(realpath -m "$3")
+if ! { "$python" -c "import setuptools" && "$python" -m pip --version; } >/dev/null 2>&1; then
+  echo "skipped: $python has no pip or setuptools (Debian: python3-pip, python3-setuptools)"
+  exit 77
+fi
+rm -rf "$scratch"
+mkdir -p "$scratch/src"
+cp -r "$source/python" "$source/sync" "$source/include" "$scratch/src/"
+rm -rf "$scratch/src/python/build"
+PIP_NO_INDEX=1 "$python" -m pip install --quiet --no-build-isolation --no-deps \
+  --target "$scratch/site" "$scratch/src/python"
+cd "$scratch"
+PYTHONPATH="$scratch/site" PYTHONDONTWRITEBYTECODE=1 "$python" - <<'PY'
+import dlsync, dlsync.testing
+assert dlsync.__file__.startswith("site/") or "/site/" in dlsync.__file__, dlsync.__file__
+assert dlsync.stream_from_arg((2, 0), None) == (1, True)
+with dlsync.testing.SimulatedDevice() as sim:
+    a, b = sim.stream(), sim.stream()
+    buf = bytearray(16)
+    sim.write(a, buf, 3)
+    dlsync.export((2, 0), a, b.handle)
+    sim.copy(b, buf, bytearray(16))
+print("installed:", dlsync.__file__, "version", dlsync.__version__)
+PY
