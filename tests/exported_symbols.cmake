@@ -1,5 +1,6 @@
 # cmake -DLIBRARY=libdlsync.so -P exported_symbols.cmake
-# Fails when the library exports a symbol outside the dl_sync_ prefix, or an internal one.
+# Fails when the library exports a symbol outside the dl_sync_ prefix, or an internal one,
+# or misses a deleter other copies of dlsync recognize by name (dlsync/tensor_event.h).
 execute_process(COMMAND nm -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
 if(NOT result EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIBRARY}")
@@ -12,5 +13,10 @@ foreach(line ${lines})
     message(FATAL_ERROR "unexpected exported symbol: ${name}")
   endif()
   math(EXPR count "${count} + 1")
+endforeach()
+foreach(required dl_sync_tensor_event_deleter_v1 dl_sync_legacy_tensor_event_deleter_v1)
+  if(NOT symbols MATCHES " ${required}\n")
+    message(FATAL_ERROR "${required} is not exported: other copies of dlsync cannot recognize its tensors")
+  endif()
 endforeach()
 message(STATUS "${count} symbols exported, all public dl_sync_ API")
