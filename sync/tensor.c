@@ -70,7 +70,11 @@ static tensor_view view_versioned(const char *func, const DLManagedTensorVersion
   int major = tensor->deleter == dl_sync_tensor_event_deleter_v1
                   ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
                   : dl_sync__deleter_major((uintptr_t)tensor->deleter, 0);
-  return (tensor_view){func, tensor, &tensor->manager_ctx, (uintptr_t)tensor->deleter, major,
+  return (tensor_view){func,
+                       tensor,
+                       &tensor->manager_ctx,
+                       (uintptr_t)tensor->deleter,
+                       major,
                        tensor->dl_tensor.device};
 }
 
@@ -78,7 +82,11 @@ static tensor_view view_legacy(const char *func, const DLManagedTensor *tensor) 
   int major = tensor->deleter == dl_sync_legacy_tensor_event_deleter_v1
                   ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
                   : dl_sync__deleter_major((uintptr_t)tensor->deleter, 1);
-  return (tensor_view){func, tensor, &tensor->manager_ctx, (uintptr_t)tensor->deleter, major,
+  return (tensor_view){func,
+                       tensor,
+                       &tensor->manager_ctx,
+                       (uintptr_t)tensor->deleter,
+                       major,
                        tensor->dl_tensor.device};
 }
 
@@ -92,12 +100,12 @@ static const char *family_name(int32_t family) {
                                                  : "unknown";
 }
 
-static int unusable(const tensor_view *v, const char *fmt_what, unsigned value) {
+static int unusable(const tensor_view *v, const char *what, long long value) {
   return dl_sync__error(DL_SYNC_ENOTSUP, v->func,
-                        "tensor %p carries a dlsync event this copy cannot use: %s %u, "
+                        "tensor %p carries a dlsync event this copy cannot use: %s %lld, "
                         "expected tensor-event ABI major %d with a CUDA (%d) or ROCm (%d) "
                         "runtime family (this copy is dlsync %d.%d.%d)",
-                        v->tensor, fmt_what, value, DL_SYNC_TENSOR_EVENT_ABI_MAJOR,
+                        v->tensor, what, value, DL_SYNC_TENSOR_EVENT_ABI_MAJOR,
                         DL_SYNC_RUNTIME_FAMILY_CUDA, DL_SYNC_RUNTIME_FAMILY_ROCM,
                         DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR, DL_SYNC_VERSION_PATCH);
 }
@@ -109,7 +117,7 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
   *out = NULL;
   if (v->major == 0) return DL_SYNC_OK;
   if (v->major != DL_SYNC_TENSOR_EVENT_ABI_MAJOR)
-    return unusable(v, "its deleter is of tensor-event ABI major", (unsigned)v->major);
+    return unusable(v, "its deleter is of tensor-event ABI major", v->major);
   dl_sync_tensor_event_owner *record = *v->manager_ctx;
   if (record == NULL || record->magic != DL_SYNC_TENSOR_EVENT_MAGIC)
     return dl_sync__error(DL_SYNC_EINVAL, v->func,
@@ -118,10 +126,10 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
                           "the tensor was already deleted)",
                           v->tensor, (void *)record);
   if (record->abi_major != DL_SYNC_TENSOR_EVENT_ABI_MAJOR)
-    return unusable(v, "its owner record is of ABI major", record->abi_major);
+    return unusable(v, "its owner record is of ABI major", (long long)record->abi_major);
   if (record->runtime_family != DL_SYNC_RUNTIME_FAMILY_CUDA &&
       record->runtime_family != DL_SYNC_RUNTIME_FAMILY_ROCM)
-    return unusable(v, "its event is of runtime family", (unsigned)record->runtime_family);
+    return unusable(v, "its event is of runtime family", record->runtime_family);
   if (record->size < sizeof *record || record->event == NULL || record->retain == NULL ||
       record->release == NULL)
     return dl_sync__error(DL_SYNC_EINVAL, v->func,
@@ -148,13 +156,12 @@ static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_s
   if (status != DL_SYNC_OK) return status;
   if (dl_sync__family(stream.device.device_type) == dl_sync__family(v->device.device_type))
     return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                        "tensor %p is on %s:%d but the %s is on %s:%d: expected a stream of "
-                        "the tensor's device family",
-                        v->tensor, dl_sync__device_type_name(v->device.device_type),
-                        (int)v->device.device_id, what,
-                        dl_sync__device_type_name(stream.device.device_type),
-                        (int)stream.device.device_id);
+  return dl_sync__error(
+      DL_SYNC_EINVAL, v->func,
+      "tensor %p is on %s:%d but the %s is on %s:%d: expected a stream of "
+      "the tensor's device family",
+      v->tensor, dl_sync__device_type_name(v->device.device_type), (int)v->device.device_id, what,
+      dl_sync__device_type_name(stream.device.device_type), (int)stream.device.device_id);
 }
 
 /* *info: stream's capture state; ECAPTURE when its capture was invalidated. */
@@ -164,10 +171,11 @@ static int capture_state(const char *func, const dl_sync_backend *b, dl_sync__de
   if (status != DL_SYNC_OK) return status;
   *info = (dl_sync_capture_info){0};
   int code = b->capture_info(b->ctx, stream.handle, info);
-  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  if (code != 0)
+    return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
   if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, func,
-                        "stream %p belongs to an invalidated graph capture", stream.handle);
+  return dl_sync__error(DL_SYNC_ECAPTURE, func, "stream %p belongs to an invalidated graph capture",
+                        stream.handle);
 }
 
 /* Records event on producer; the caller has checked the capture state. */
@@ -213,16 +221,14 @@ static tensor_owner *new_owner(const tensor_view *v, const dl_sync_backend *b,
 static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *record,
                       const dl_sync_backend *b, dl_sync__device_guard *guard,
                       dl_sync_stream producer) {
-  if (record != NULL &&
-      (record->runtime_family != dl_sync__family(producer.device.device_type) ||
-       record->device.device_id != producer.device.device_id))
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                          "tensor %p carries an event of device %d (%s runtime); it cannot "
-                          "be re-recorded on %s:%d",
-                          v->tensor, (int)record->device.device_id,
-                          family_name(record->runtime_family),
-                          dl_sync__device_type_name(producer.device.device_type),
-                          (int)producer.device.device_id);
+  if (record != NULL && (record->runtime_family != dl_sync__family(producer.device.device_type) ||
+                         record->device.device_id != producer.device.device_id))
+    return dl_sync__error(
+        DL_SYNC_EINVAL, v->func,
+        "tensor %p carries an event of device %d (%s runtime); it cannot "
+        "be re-recorded on %s:%d",
+        v->tensor, (int)record->device.device_id, family_name(record->runtime_family),
+        dl_sync__device_type_name(producer.device.device_type), (int)producer.device.device_id);
   dl_sync_capture_info info;
   int status = capture_state(v->func, b, guard, producer, &info);
   if (status != DL_SYNC_OK || info.status == DL_SYNC_CAPTURE_NONE) return status;
@@ -253,8 +259,10 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
     if (fresh != NULL) record = &fresh->record;
   }
   if (status == DL_SYNC_OK) status = record_event(v, b, &guard, record->event, producer);
-  if (fresh != NULL && status != DL_SYNC_OK) owner_release(fresh);
-  else *installed = fresh;
+  if (fresh != NULL && status != DL_SYNC_OK)
+    owner_release(fresh);
+  else
+    *installed = fresh;
   return dl_sync__device_guard_end(&guard, v->func, producer.device, status);
 }
 
@@ -288,7 +296,8 @@ static int wait_external(const char *func, const dl_sync_tensor_event_owner *rec
                           consumer.handle, b->name);
   record->retain(record->event_ctx); /* the graph's reference */
   int code = b->graph_retain(b->ctx, consumer.handle, record->event_ctx, record->release);
-  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
+  if (code != 0)
+    return dl_sync__runtime_error(func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
   int status = dl_sync__device_guard_use_stream(guard, func, consumer);
   if (status != DL_SYNC_OK) return status;
   code = b->stream_wait_external(b->ctx, consumer.handle, record->event);
@@ -313,13 +322,12 @@ int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref
   int status = check_stream(func, "consumer stream", consumer);
   if (status != DL_SYNC_OK) return status;
   if (dl_sync__family(consumer.device.device_type) != record->runtime_family)
-    return dl_sync__error(DL_SYNC_ENOTSUP, func,
-                          "the tensor's event %p is an event of the %s runtime (recorded on "
-                          "device %d); the consumer stream on %s:%d cannot wait on it",
-                          record->event, family_name(record->runtime_family),
-                          (int)record->device.device_id,
-                          dl_sync__device_type_name(consumer.device.device_type),
-                          (int)consumer.device.device_id);
+    return dl_sync__error(
+        DL_SYNC_ENOTSUP, func,
+        "the tensor's event %p is an event of the %s runtime (recorded on "
+        "device %d); the consumer stream on %s:%d cannot wait on it",
+        record->event, family_name(record->runtime_family), (int)record->device.device_id,
+        dl_sync__device_type_name(consumer.device.device_type), (int)consumer.device.device_id);
   const dl_sync_backend *b = NULL; /* the consumer copy's: events are process-wide */
   status = dl_sync__backend_for(func, consumer.device, &b);
   if (status != DL_SYNC_OK) return status;
@@ -331,8 +339,7 @@ int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref
     info = *consumer_capture;
     if (info.status == DL_SYNC_CAPTURE_INVALIDATED)
       status = dl_sync__error(DL_SYNC_ECAPTURE, func,
-                              "stream %p belongs to an invalidated graph capture",
-                              consumer.handle);
+                              "stream %p belongs to an invalidated graph capture", consumer.handle);
   } else {
     status = capture_state(func, b, &guard, consumer, &info);
   }

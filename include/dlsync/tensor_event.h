@@ -87,8 +87,9 @@ typedef struct dl_sync_tensor_event_owner {
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu && !defined(__cplusplus)
-#define DL_SYNC__PIN(field, at) \
-  _Static_assert(offsetof(dl_sync_tensor_event_owner, field) == at, "owner record: " #field " at " #at)
+#define DL_SYNC__PIN(field, at)                                     \
+  _Static_assert(offsetof(dl_sync_tensor_event_owner, field) == at, \
+                 "owner record: " #field " at " #at)
 DL_SYNC__PIN(magic, 0);
 DL_SYNC__PIN(abi_major, 8);
 DL_SYNC__PIN(abi_minor, 12);

@@ -16,7 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef void (*deleter_fn)(DLManagedTensorVersioned *);
 typedef void (*legacy_fn)(DLManagedTensor *);
 
-static void foreign_deleter(DLManagedTensorVersioned *t) { (void)t; }
+static void foreign_deleter(DLManagedTensorVersioned *t) {
+  (void)t;
+}
 
 static const DLDevice cuda0 = {kDLCUDA, 0};
 
@@ -27,7 +29,8 @@ typedef struct input {
 
 static uint64_t take(input *in, size_t bytes) {
   uint64_t value = 0;
-  for (size_t i = 0; i < bytes; i++) value = value << 8 | (in->at < in->size ? in->data[in->at++] : 0);
+  for (size_t i = 0; i < bytes; i++)
+    value = value << 8 | (in->at < in->size ? in->data[in->at++] : 0);
   return value;
 }
 
@@ -35,10 +38,14 @@ static uint64_t take(input *in, size_t bytes) {
    anything at all; never exactly a dlsync deleter. */
 static uintptr_t pick_deleter(input *in) {
   const uintptr_t bases[] = {
-      (uintptr_t)dl_sync_tensor_event_deleter_v1, (uintptr_t)dl_sync_legacy_tensor_event_deleter_v1,
-      (uintptr_t)dl_sync_tensor_record,           (uintptr_t)dl_sync_tensor_events_visible,
-      (uintptr_t)foreign_deleter,                 (uintptr_t)free,
-      (uintptr_t)memcpy,                          0,
+      (uintptr_t)dl_sync_tensor_event_deleter_v1,
+      (uintptr_t)dl_sync_legacy_tensor_event_deleter_v1,
+      (uintptr_t)dl_sync_tensor_record,
+      (uintptr_t)dl_sync_tensor_events_visible,
+      (uintptr_t)foreign_deleter,
+      (uintptr_t)free,
+      (uintptr_t)memcpy,
+      0,
   };
   uint64_t choice = take(in, 1);
   uintptr_t base = choice < 224 ? bases[choice % 8] : (uintptr_t)take(in, 8);
@@ -58,8 +65,11 @@ static void fuzz_foreign(input *in) {
   for (size_t i = 0; i < 16; i++) fake[i] = take(in, 1) & 1 ? take(in, 8) : 0;
   fake[0] = take(in, 1) & 1 ? DL_SYNC_TENSOR_EVENT_MAGIC : fake[0];
   uint64_t ctx_choice = take(in, 1) % 3;
-  void *ctx = ctx_choice == 0 ? (void *)fake : ctx_choice == 1 ? NULL : (void *)(uintptr_t)take(in, 8);
-  DLManagedTensorVersioned t = {.version = {1, 3}, .manager_ctx = ctx, .deleter = (deleter_fn)deleter};
+  void *ctx = ctx_choice == 0   ? (void *)fake
+              : ctx_choice == 1 ? NULL
+                                : (void *)(uintptr_t)take(in, 8);
+  DLManagedTensorVersioned t = {
+      .version = {1, 3}, .manager_ctx = ctx, .deleter = (deleter_fn)deleter};
   t.dl_tensor.device = cuda0;
   DLManagedTensor l = {.manager_ctx = ctx, .deleter = (legacy_fn)deleter};
   l.dl_tensor.device = cuda0;
@@ -104,8 +114,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   input in = {data, size, 0};
   while (in.at < in.size) {
-    if (take(&in, 1) & 1) fuzz_mutated_record(&in);
-    else fuzz_foreign(&in);
+    if (take(&in, 1) & 1)
+      fuzz_mutated_record(&in);
+    else
+      fuzz_foreign(&in);
   }
   dl_sync_pool_stats stats;
   dl_sync_pool_stats_get(dl_sync_sim_backend(), 0, &stats);

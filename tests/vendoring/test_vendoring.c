@@ -106,14 +106,14 @@ static int leave_sim(void **state) {
   return 0;
 }
 
-#define CHECK_SIM(call)                                                          \
-  do {                                                                           \
-    int error_ = (call);                                                         \
-    if (error_ != 0) fail_msg("%s: %s", #call, sim.error_name(error_));          \
+#define CHECK_SIM(call)                                                 \
+  do {                                                                  \
+    int error_ = (call);                                                \
+    if (error_ != 0) fail_msg("%s: %s", #call, sim.error_name(error_)); \
   } while (0)
-#define CHECK_COPY(copy, call)                                                   \
-  do {                                                                           \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, (copy)->last_error());   \
+#define CHECK_COPY(copy, call)                                                 \
+  do {                                                                         \
+    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, (copy)->last_error()); \
   } while (0)
 
 static void assert_error_mentions(const vendored_dlsync *copy, const char *text) {
@@ -123,7 +123,9 @@ static void assert_error_mentions(const vendored_dlsync *copy, const char *text)
 
 static const DLDevice cuda0 = {kDLCUDA, 0};
 
-static dl_sync_stream view(dl_sync_sim_stream *stream) { return (dl_sync_stream){cuda0, stream}; }
+static dl_sync_stream view(dl_sync_sim_stream *stream) {
+  return (dl_sync_stream){cuda0, stream};
+}
 
 static uint64_t outstanding(const vendored_dlsync *copy) {
   dl_sync_pool_stats stats = {0};
@@ -148,16 +150,18 @@ typedef struct job {
 static void produce(void *arg) {
   job *j = arg;
   for (int i = 0; i < WORDS; i++) {
-    if (j->data->racy) __atomic_store_n(&j->data->words[i], j->value + i, __ATOMIC_RELAXED);
-    else j->data->words[i] = j->value + i;
+    if (j->data->racy)
+      __atomic_store_n(&j->data->words[i], j->value + i, __ATOMIC_RELAXED);
+    else
+      j->data->words[i] = j->value + i;
   }
 }
 
 static void consume(void *arg) {
   job *j = arg;
   for (int i = 0; i < WORDS; i++) {
-    int32_t word = j->data->racy ? __atomic_load_n(&j->data->words[i], __ATOMIC_RELAXED)
-                                 : j->data->words[i];
+    int32_t word =
+        j->data->racy ? __atomic_load_n(&j->data->words[i], __ATOMIC_RELAXED) : j->data->words[i];
     if (word != j->value + i) j->data->mismatches++;
   }
 }
@@ -184,20 +188,22 @@ typedef struct producer_tensor {
 
 static void producer_deleter(DLManagedTensorVersioned *t) {
   producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, versioned));
-  if (t->manager_ctx != &p->marker || t->deleter != producer_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  if (t->manager_ctx != &p->marker || t->deleter != producer_deleter)
+    atomic_fetch_add(&p->wrong_ctx, 1);
   atomic_fetch_add(&p->deleted, 1);
 }
 
 static void producer_legacy_deleter(DLManagedTensor *t) {
   producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, legacy));
-  if (t->manager_ctx != &p->marker || t->deleter != producer_legacy_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  if (t->manager_ctx != &p->marker || t->deleter != producer_legacy_deleter)
+    atomic_fetch_add(&p->wrong_ctx, 1);
   atomic_fetch_add(&p->deleted, 1);
 }
 
 static void make_tensor(producer_tensor *p) {
   memset(p, 0, sizeof *p);
-  p->versioned = (DLManagedTensorVersioned){.version = {1, 3}, .manager_ctx = &p->marker,
-                                            .deleter = producer_deleter};
+  p->versioned = (DLManagedTensorVersioned){
+      .version = {1, 3}, .manager_ctx = &p->marker, .deleter = producer_deleter};
   p->versioned.dl_tensor.device = cuda0;
   p->legacy = (DLManagedTensor){.manager_ctx = &p->marker, .deleter = producer_legacy_deleter};
   p->legacy.dl_tensor.device = cuda0;
@@ -238,8 +244,10 @@ static void exchange_across_copies(int legacy, int wait, int iterations) {
       if (wait) CHECK_COPY(b, b->tensor_wait(&p.versioned, view(sb)));
     }
     CHECK_SIM(launch_consumer(sb, &jobs[1][i]));
-    if (legacy) p.legacy.deleter(&p.legacy); /* B is done: the tensor goes at once */
-    else p.versioned.deleter(&p.versioned);
+    if (legacy)
+      p.legacy.deleter(&p.legacy); /* B is done: the tensor goes at once */
+    else
+      p.versioned.deleter(&p.versioned);
     assert_int_equal(atomic_load(&p.deleted), 1);
     assert_int_equal(atomic_load(&p.wrong_ctx), 0);
     CHECK_COPY(b, b->push_dep(view(sb), view(sa))); /* A's next write after B's read */
@@ -356,7 +364,8 @@ static void *b_consumes_and_deletes(void *arg) {
   sim.stream_create(&other, DL_SYNC_SIM_STREAM_NON_BLOCKING);
   for (;;) {
     pthread_mutex_lock(&w->h->lock);
-    while (w->h->head == w->h->tail && !w->h->producers_done) pthread_cond_wait(&w->h->ready, &w->h->lock);
+    while (w->h->head == w->h->tail && !w->h->producers_done)
+      pthread_cond_wait(&w->h->ready, &w->h->lock);
     producer_tensor *p = w->h->head < w->h->tail ? w->h->queue[w->h->head++] : NULL;
     pthread_mutex_unlock(&w->h->lock);
     if (p == NULL) return NULL;
@@ -401,7 +410,9 @@ static void test_deleters_run_once_on_the_other_copy_threads(void **state) {
 }
 
 /* Another producer's deleter, defined in this program. */
-static void foreign_deleter(DLManagedTensorVersioned *t) { (void)t; }
+static void foreign_deleter(DLManagedTensorVersioned *t) {
+  (void)t;
+}
 
 static void test_a_foreign_tensor_is_never_misread(void **state) {
   (void)state;
