@@ -13,6 +13,7 @@ results=$(mktemp)
 for ((i = 0; i < repeats; i++)); do
   $build/bench/bench_host >>"$results"
   $build/bench/bench_pool >>"$results"
+  [ -x $build/bench/bench_copies ] && $build/bench/bench_copies >>"$results"
   [ -x $build/bench/bench_gpu ] && $build/bench/bench_gpu >>"$results"
 done
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')

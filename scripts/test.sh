@@ -42,7 +42,7 @@ sanitized asan-ubsan "-fsanitize=address,undefined -fno-sanitize-recover=undefin
 sanitized tsan "-fsanitize=thread"
 
 echo "== fuzzing: each target for ${DL_SYNC_FUZZ_SECONDS:=60} s"
-for target in stream_arg exchange tensor_events; do
+for target in stream_arg exchange tensor_events tensor_recognition; do
   scratch=$(mktemp -d)
   build/ci-asan-ubsan/tests/fuzz/fuzz_$target -max_total_time="$DL_SYNC_FUZZ_SECONDS" \
     -print_final_stats=1 "$scratch" tests/fuzz/corpus/$target 2>&1 |

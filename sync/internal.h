@@ -59,4 +59,25 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
 /* Gives an event back. Makes no runtime call, so it is safe from runtime callbacks. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 
+/* tensor_recognize.c: the ABI major of a dlsync deleter of any copy in the process
+   (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
+int dl_sync__deleter_major(uintptr_t deleter, int legacy);
+
+/* tensor.c: per-tensor events as the dependency groups reach them (one wait path). */
+typedef struct dl_sync__tensor_event_ref {
+  void *event;     /* the native event handle: equal handles are one event */
+  DLDevice device; /* where it was recorded */
+  void *owner;     /* opaque: what dl_sync__tensor_event_wait needs */
+} dl_sync__tensor_event_ref;
+/* *found = 0 (and OK) when the tensor carries no dlsync event; an event dlsync cannot
+   use is an error. Exactly one of versioned / legacy is non-NULL. */
+int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned *versioned,
+                               const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
+                               int *found);
+/* consumer waits on the event with dl_sync_tensor_wait's capture rules;
+   consumer_capture: the consumer's capture state when already queried, else NULL. */
+int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
+                               dl_sync_stream consumer,
+                               const dl_sync_capture_info *consumer_capture);
+
 #endif /* DL_SYNC_INTERNAL_H_ */

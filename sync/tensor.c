@@ -1,61 +1,58 @@
 /*
  * Per-tensor events owned by the deleter. dlsync wraps the tensor's manager_ctx and
- * deleter in place; its deleter restores them, drops its reference to the event and
- * calls the producer's deleter. Events are reference-counted (the tensor holds one
- * reference, each graph that waits on the event another) and go back to the pool, with
- * no runtime call, when the last reference goes.
+ * deleter in place: manager_ctx points to an owner record (dlsync/tensor_event.h), the
+ * ABI every copy of dlsync in the process reads, and the deleter is an exported,
+ * versioned function. The deleter restores the producer's manager_ctx and deleter, drops
+ * the tensor's reference to the event and calls the producer's deleter. The event is
+ * reference-counted (the tensor holds one reference, each graph that waits on it
+ * another) and goes back to the owner copy's pool, with no runtime call, when the last
+ * reference goes. Any copy waits on it with its own backend on the native handle.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-#define DL_SYNC__OWNER_MAGIC UINT64_C(0x646c73796e63746e) /* "dlsynctn" */
-
-typedef struct tensor_event {
-  atomic_uint refs;
-  const dl_sync_backend *backend;
-  dl_sync__pool *pool;
-  void *event;
-  DLDevice device; /* where the event lives: the producer's device */
-} tensor_event;
-
-/* Installed as the tensor's manager_ctx. */
+/* The record and what only the owner copy needs, in one allocation that lives until the
+   last reference (the tensor's or a graph's) goes. */
 typedef struct tensor_owner {
-  uint64_t magic;
-  void *manager_ctx;
-  void (*versioned_deleter)(DLManagedTensorVersioned *);
-  void (*legacy_deleter)(DLManagedTensor *);
-  tensor_event *event;
+  dl_sync_tensor_event_owner record; /* first: the tensor's manager_ctx points here */
+  atomic_uint refs;
+  dl_sync__pool *pool;
 } tensor_owner;
 
-static void event_unref(void *object) {
-  tensor_event *e = object;
-  if (atomic_fetch_sub(&e->refs, 1) != 1) return;
-  dl_sync__pool_release(e->pool, e->event);
-  free(e);
+static void owner_retain(void *event_ctx) {
+  tensor_owner *owner = event_ctx;
+  atomic_fetch_add(&owner->refs, 1);
 }
 
-static tensor_event *owner_release(tensor_owner *owner) {
-  tensor_event *e = owner->event;
-  owner->magic = 0;
+static void owner_release(void *event_ctx) {
+  tensor_owner *owner = event_ctx;
+  if (atomic_fetch_sub(&owner->refs, 1) != 1) return;
+  dl_sync__pool_release(owner->pool, owner->record.event);
   free(owner);
-  return e;
 }
 
-static void versioned_deleter(DLManagedTensorVersioned *tensor) {
-  tensor_owner *owner = tensor->manager_ctx;
-  tensor->manager_ctx = owner->manager_ctx;
-  tensor->deleter = owner->versioned_deleter;
-  event_unref(owner_release(owner));
+/* Restores the producer's fields from the record; the tensor's reference goes. */
+static void *unwrap(dl_sync_tensor_event_owner *record) {
+  void *manager_ctx = record->manager_ctx;
+  record->magic = 0; /* a use after deletion reads as corrupt, not as an event */
+  owner_release(record->event_ctx);
+  return manager_ctx;
+}
+
+void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor) {
+  dl_sync_tensor_event_owner *record = tensor->manager_ctx;
+  tensor->deleter = record->versioned_deleter;
+  tensor->manager_ctx = unwrap(record);
   if (tensor->deleter != NULL) tensor->deleter(tensor);
 }
 
-static void legacy_deleter(DLManagedTensor *tensor) {
-  tensor_owner *owner = tensor->manager_ctx;
-  tensor->manager_ctx = owner->manager_ctx;
-  tensor->deleter = owner->legacy_deleter;
-  event_unref(owner_release(owner));
+void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor) {
+  dl_sync_tensor_event_owner *record = tensor->manager_ctx;
+  tensor->deleter = record->legacy_deleter;
+  tensor->manager_ctx = unwrap(record);
   if (tensor->deleter != NULL) tensor->deleter(tensor);
 }
 
@@ -64,17 +61,32 @@ typedef struct tensor_view {
   const char *func;
   const void *tensor;
   void *const *manager_ctx;
-  int ours; /* the deleter is dlsync's */
+  uintptr_t deleter;
+  int major; /* ABI major of the dlsync deleter it carries (any copy's); 0: not dlsync's */
   DLDevice device;
 } tensor_view;
 
 static tensor_view view_versioned(const char *func, const DLManagedTensorVersioned *tensor) {
-  return (tensor_view){func, tensor, &tensor->manager_ctx, tensor->deleter == versioned_deleter,
+  int major = tensor->deleter == dl_sync_tensor_event_deleter_v1
+                  ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
+                  : dl_sync__deleter_major((uintptr_t)tensor->deleter, 0);
+  return (tensor_view){func,
+                       tensor,
+                       &tensor->manager_ctx,
+                       (uintptr_t)tensor->deleter,
+                       major,
                        tensor->dl_tensor.device};
 }
 
 static tensor_view view_legacy(const char *func, const DLManagedTensor *tensor) {
-  return (tensor_view){func, tensor, &tensor->manager_ctx, tensor->deleter == legacy_deleter,
+  int major = tensor->deleter == dl_sync_legacy_tensor_event_deleter_v1
+                  ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
+                  : dl_sync__deleter_major((uintptr_t)tensor->deleter, 1);
+  return (tensor_view){func,
+                       tensor,
+                       &tensor->manager_ctx,
+                       (uintptr_t)tensor->deleter,
+                       major,
                        tensor->dl_tensor.device};
 }
 
@@ -82,101 +94,144 @@ static int null_tensor(const char *func) {
   return dl_sync__error(DL_SYNC_EINVAL, func, "tensor must not be NULL");
 }
 
-/* The owner dlsync installed, NULL for another producer's tensor, EINVAL when corrupt. */
-static int owner_of(const tensor_view *v, tensor_owner **out) {
+static const char *family_name(int32_t family) {
+  return family == DL_SYNC_RUNTIME_FAMILY_CUDA   ? "CUDA"
+         : family == DL_SYNC_RUNTIME_FAMILY_ROCM ? "ROCm"
+                                                 : "unknown";
+}
+
+static int unusable(const tensor_view *v, const char *what, long long value) {
+  return dl_sync__error(DL_SYNC_ENOTSUP, v->func,
+                        "tensor %p carries a dlsync event this copy cannot use: %s %lld, "
+                        "expected tensor-event ABI major %d with a CUDA (%d) or ROCm (%d) "
+                        "runtime family (this copy is dlsync %d.%d.%d)",
+                        v->tensor, what, value, DL_SYNC_TENSOR_EVENT_ABI_MAJOR,
+                        DL_SYNC_RUNTIME_FAMILY_CUDA, DL_SYNC_RUNTIME_FAMILY_ROCM,
+                        DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR, DL_SYNC_VERSION_PATCH);
+}
+
+/* The record of a tensor with a dlsync deleter (any copy's): NULL for another producer's
+   tensor, ENOTSUP for an event this copy cannot use, EINVAL when corrupt. manager_ctx is
+   read only once the deleter proved the tensor dlsync's. */
+static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
   *out = NULL;
-  if (!v->ours) return DL_SYNC_OK;
-  tensor_owner *owner = *v->manager_ctx;
-  if (owner == NULL || owner->magic != DL_SYNC__OWNER_MAGIC)
+  if (v->major == 0) return DL_SYNC_OK;
+  if (v->major != DL_SYNC_TENSOR_EVENT_ABI_MAJOR)
+    return unusable(v, "its deleter is of tensor-event ABI major", v->major);
+  dl_sync_tensor_event_owner *record = *v->manager_ctx;
+  if (record == NULL || record->magic != DL_SYNC_TENSOR_EVENT_MAGIC)
     return dl_sync__error(DL_SYNC_EINVAL, v->func,
                           "tensor %p has dlsync's deleter but its manager_ctx %p is not "
                           "dlsync's: the tensor is corrupt (manager_ctx was overwritten or "
                           "the tensor was already deleted)",
-                          v->tensor, (void *)owner);
-  *out = owner;
+                          v->tensor, (void *)record);
+  if (record->abi_major != DL_SYNC_TENSOR_EVENT_ABI_MAJOR)
+    return unusable(v, "its owner record is of ABI major", (long long)record->abi_major);
+  if (record->runtime_family != DL_SYNC_RUNTIME_FAMILY_CUDA &&
+      record->runtime_family != DL_SYNC_RUNTIME_FAMILY_ROCM)
+    return unusable(v, "its event is of runtime family", record->runtime_family);
+  if (record->size < sizeof *record || record->event == NULL || record->retain == NULL ||
+      record->release == NULL)
+    return dl_sync__error(DL_SYNC_EINVAL, v->func,
+                          "tensor %p has a dlsync owner record of %" PRIu64
+                          " bytes (expected at least %zu) with event %p: the record is corrupt",
+                          v->tensor, record->size, sizeof *record, record->event);
+  *out = record;
   return DL_SYNC_OK;
 }
 
-static int check_stream(const tensor_view *v, const char *what, dl_sync_stream stream) {
-  int status = dl_sync__check_device(v->func, what, stream.device);
+static int check_stream(const char *func, const char *what, dl_sync_stream stream) {
+  int status = dl_sync__check_device(func, what, stream.device);
   if (status != DL_SYNC_OK) return status;
-  int family = dl_sync__family(stream.device.device_type);
-  if (family == DL_SYNC__FAMILY_NONE)
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                          "the %s is on %s:%d, which has no streams: per-tensor events need a "
-                          "CUDA or ROCm stream",
-                          what, dl_sync__device_type_name(stream.device.device_type),
-                          (int)stream.device.device_id);
-  if (family != dl_sync__family(v->device.device_type))
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                          "tensor %p is on %s:%d but the %s is on %s:%d: expected a stream of "
-                          "the tensor's device family",
-                          v->tensor, dl_sync__device_type_name(v->device.device_type),
-                          (int)v->device.device_id, what,
-                          dl_sync__device_type_name(stream.device.device_type),
-                          (int)stream.device.device_id);
-  return DL_SYNC_OK;
+  if (dl_sync__family(stream.device.device_type) != DL_SYNC__FAMILY_NONE) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_EINVAL, func,
+                        "the %s is on %s:%d, which has no streams: per-tensor events need a "
+                        "CUDA or ROCm stream",
+                        what, dl_sync__device_type_name(stream.device.device_type),
+                        (int)stream.device.device_id);
 }
 
-static int capture_state(const tensor_view *v, const dl_sync_backend *b,
-                         dl_sync__device_guard *guard, dl_sync_stream stream, int32_t *state) {
-  int status = dl_sync__device_guard_use_stream(guard, v->func, stream);
+static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_stream stream) {
+  int status = check_stream(v->func, what, stream);
   if (status != DL_SYNC_OK) return status;
-  dl_sync_capture_info info = {0};
-  int code = b->capture_info(b->ctx, stream.handle, &info);
-  if (code != 0) return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
-  *state = info.status;
-  if (info.status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
-                        "stream %p belongs to an invalidated graph capture", stream.handle);
+  if (dl_sync__family(stream.device.device_type) == dl_sync__family(v->device.device_type))
+    return DL_SYNC_OK;
+  return dl_sync__error(
+      DL_SYNC_EINVAL, v->func,
+      "tensor %p is on %s:%d but the %s is on %s:%d: expected a stream of "
+      "the tensor's device family",
+      v->tensor, dl_sync__device_type_name(v->device.device_type), (int)v->device.device_id, what,
+      dl_sync__device_type_name(stream.device.device_type), (int)stream.device.device_id);
 }
 
-/* Records e on producer; the caller has checked the capture state. */
-static int record_event(const tensor_view *v, dl_sync__device_guard *guard, tensor_event *e,
-                        dl_sync_stream producer) {
+/* *info: stream's capture state; ECAPTURE when its capture was invalidated. */
+static int capture_state(const char *func, const dl_sync_backend *b, dl_sync__device_guard *guard,
+                         dl_sync_stream stream, dl_sync_capture_info *info) {
+  int status = dl_sync__device_guard_use_stream(guard, func, stream);
+  if (status != DL_SYNC_OK) return status;
+  *info = (dl_sync_capture_info){0};
+  int code = b->capture_info(b->ctx, stream.handle, info);
+  if (code != 0)
+    return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ECAPTURE, func, "stream %p belongs to an invalidated graph capture",
+                        stream.handle);
+}
+
+/* Records event on producer; the caller has checked the capture state. */
+static int record_event(const tensor_view *v, const dl_sync_backend *b,
+                        dl_sync__device_guard *guard, void *event, dl_sync_stream producer) {
   int status = dl_sync__device_guard_use_stream(guard, v->func, producer);
   if (status != DL_SYNC_OK) return status;
-  int code = e->backend->event_record(e->backend->ctx, e->event, producer.handle);
+  int code = b->event_record(b->ctx, event, producer.handle);
   if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, e->backend, DL_SYNC_OP_EVENT_RECORD, code, producer.device);
+  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_EVENT_RECORD, code, producer.device);
 }
 
 /* A new owner with a pooled event; NULL (and a status) on failure. */
 static tensor_owner *new_owner(const tensor_view *v, const dl_sync_backend *b,
                                dl_sync__device_guard *guard, dl_sync_stream producer, int *status) {
   tensor_owner *owner = calloc(1, sizeof *owner);
-  tensor_event *e = calloc(1, sizeof *e);
-  *status = owner == NULL || e == NULL
+  *status = owner == NULL
                 ? dl_sync__error(DL_SYNC_ENOMEM, v->func, "cannot allocate a tensor event")
                 : DL_SYNC_OK;
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_get(v->func, b, producer.device, &e->pool);
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(e->pool, v->func, guard, &e->event);
+  void *event = NULL;
+  if (*status == DL_SYNC_OK) *status = dl_sync__pool_get(v->func, b, producer.device, &owner->pool);
+  if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, v->func, guard, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);
-    free(e);
     return NULL;
   }
-  atomic_init(&e->refs, 1);
-  e->backend = b;
-  e->device = producer.device;
-  *owner = (tensor_owner){.magic = DL_SYNC__OWNER_MAGIC, .event = e};
+  atomic_init(&owner->refs, 1);
+  owner->record = (dl_sync_tensor_event_owner){
+      .magic = DL_SYNC_TENSOR_EVENT_MAGIC,
+      .abi_major = DL_SYNC_TENSOR_EVENT_ABI_MAJOR,
+      .abi_minor = DL_SYNC_TENSOR_EVENT_ABI_MINOR,
+      .size = sizeof owner->record,
+      .device = producer.device,
+      .runtime_family = dl_sync__family(producer.device.device_type),
+      .event = event,
+      .event_ctx = owner,
+      .retain = owner_retain,
+      .release = owner_release,
+  };
   return owner;
 }
 
-static int recordable(const tensor_view *v, tensor_owner *owner, const dl_sync_backend *b,
-                      dl_sync__device_guard *guard, dl_sync_stream producer) {
-  if (owner != NULL && (owner->event->backend != b ||
-                        owner->event->device.device_id != producer.device.device_id))
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                          "tensor %p carries an event of device %d ('%s' backend); it cannot "
-                          "be re-recorded on %s:%d",
-                          v->tensor, (int)owner->event->device.device_id,
-                          owner->event->backend->name,
-                          dl_sync__device_type_name(producer.device.device_type),
-                          (int)producer.device.device_id);
-  int32_t state = DL_SYNC_CAPTURE_NONE;
-  int status = capture_state(v, b, guard, producer, &state);
-  if (status != DL_SYNC_OK || state == DL_SYNC_CAPTURE_NONE) return status;
+static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *record,
+                      const dl_sync_backend *b, dl_sync__device_guard *guard,
+                      dl_sync_stream producer) {
+  if (record != NULL && (record->runtime_family != dl_sync__family(producer.device.device_type) ||
+                         record->device.device_id != producer.device.device_id))
+    return dl_sync__error(
+        DL_SYNC_EINVAL, v->func,
+        "tensor %p carries an event of device %d (%s runtime); it cannot "
+        "be re-recorded on %s:%d",
+        v->tensor, (int)record->device.device_id, family_name(record->runtime_family),
+        dl_sync__device_type_name(producer.device.device_type), (int)producer.device.device_id);
+  dl_sync_capture_info info;
+  int status = capture_state(v->func, b, guard, producer, &info);
+  if (status != DL_SYNC_OK || info.status == DL_SYNC_CAPTURE_NONE) return status;
   return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
                         "the producer's stream %p is capturing a graph: a per-tensor event "
                         "recorded now would belong to the capture. Record it after the "
@@ -184,92 +239,149 @@ static int recordable(const tensor_view *v, tensor_owner *owner, const dl_sync_b
                         producer.handle);
 }
 
-/* Records on producer; *installed receives a new owner for the caller to install. */
+/* Records on producer (re-recording the event of any copy in place); *installed receives
+   a new owner for the caller to install. */
 static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **installed) {
   *installed = NULL;
-  tensor_owner *owner = NULL;
-  int status = check_stream(v, "producer stream", producer);
-  if (status == DL_SYNC_OK) status = owner_of(v, &owner);
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = check_tensor_stream(v, "producer stream", producer);
+  if (status == DL_SYNC_OK) status = record_of(v, &record);
   const dl_sync_backend *b = NULL;
   if (status == DL_SYNC_OK) status = dl_sync__backend_for(v->func, producer.device, &b);
   if (status != DL_SYNC_OK) return status;
   producer = dl_sync_stream_view(producer.device, producer.handle);
   dl_sync__device_guard guard;
   dl_sync__device_guard_init(&guard, b);
-  status = recordable(v, owner, b, &guard, producer);
-  int fresh = status == DL_SYNC_OK && owner == NULL;
-  if (fresh) owner = new_owner(v, b, &guard, producer, &status);
-  if (status == DL_SYNC_OK) status = record_event(v, &guard, owner->event, producer);
-  if (fresh && status != DL_SYNC_OK && owner != NULL) event_unref(owner_release(owner));
-  else if (fresh) *installed = owner;
+  status = recordable(v, record, b, &guard, producer);
+  tensor_owner *fresh = NULL;
+  if (status == DL_SYNC_OK && record == NULL) {
+    fresh = new_owner(v, b, &guard, producer, &status);
+    if (fresh != NULL) record = &fresh->record;
+  }
+  if (status == DL_SYNC_OK) status = record_event(v, b, &guard, record->event, producer);
+  if (fresh != NULL && status != DL_SYNC_OK)
+    owner_release(fresh);
+  else
+    *installed = fresh;
   return dl_sync__device_guard_end(&guard, v->func, producer.device, status);
 }
 
-static int wait_external(const tensor_view *v, tensor_event *e, dl_sync__device_guard *guard,
+static dl_sync__tensor_event_ref ref_of(dl_sync_tensor_event_owner *record) {
+  return (dl_sync__tensor_event_ref){record->event, record->device, record};
+}
+
+int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned *versioned,
+                               const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
+                               int *found) {
+  *found = 0;
+  if (versioned == NULL && legacy == NULL) return null_tensor(func);
+  tensor_view v = versioned != NULL ? view_versioned(func, versioned) : view_legacy(func, legacy);
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = record_of(&v, &record);
+  if (status != DL_SYNC_OK || record == NULL) return status;
+  *out = ref_of(record);
+  *found = 1;
+  return DL_SYNC_OK;
+}
+
+/* A capturing consumer: an external event-wait node, and the graph keeps the event alive
+   through the owner's retain / release (whichever copy the owner is). */
+static int wait_external(const char *func, const dl_sync_tensor_event_owner *record,
+                         const dl_sync_backend *b, dl_sync__device_guard *guard,
                          dl_sync_stream consumer) {
-  const dl_sync_backend *b = e->backend;
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, v->func,
+    return dl_sync__error(DL_SYNC_ENOTSUP, func,
                           "the consumer's stream %p is capturing a graph and the %s runtime "
                           "cannot wait on an outside event from a capture",
                           consumer.handle, b->name);
-  atomic_fetch_add(&e->refs, 1); /* the graph's reference */
-  int code = b->graph_retain(b->ctx, consumer.handle, e, event_unref);
-  if (code != 0) return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
-  int status = dl_sync__device_guard_use_stream(guard, v->func, consumer);
+  record->retain(record->event_ctx); /* the graph's reference */
+  int code = b->graph_retain(b->ctx, consumer.handle, record->event_ctx, record->release);
+  if (code != 0)
+    return dl_sync__runtime_error(func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
+  int status = dl_sync__device_guard_use_stream(guard, func, consumer);
   if (status != DL_SYNC_OK) return status;
-  code = b->stream_wait_external(b->ctx, consumer.handle, e->event);
+  code = b->stream_wait_external(b->ctx, consumer.handle, record->event);
   if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, consumer.device);
+  return dl_sync__runtime_error(func, b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, consumer.device);
+}
+
+static int wait_plain(const char *func, const dl_sync_tensor_event_owner *record,
+                      const dl_sync_backend *b, dl_sync__device_guard *guard,
+                      dl_sync_stream consumer) {
+  int status = dl_sync__device_guard_use_stream(guard, func, consumer);
+  if (status != DL_SYNC_OK) return status;
+  int code = b->stream_wait(b->ctx, consumer.handle, record->event);
+  if (code == 0) return DL_SYNC_OK;
+  return dl_sync__runtime_error(func, b, DL_SYNC_OP_STREAM_WAIT, code, consumer.device);
+}
+
+int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
+                               dl_sync_stream consumer,
+                               const dl_sync_capture_info *consumer_capture) {
+  const dl_sync_tensor_event_owner *record = ref->owner;
+  int status = check_stream(func, "consumer stream", consumer);
+  if (status != DL_SYNC_OK) return status;
+  if (dl_sync__family(consumer.device.device_type) != record->runtime_family)
+    return dl_sync__error(
+        DL_SYNC_ENOTSUP, func,
+        "the tensor's event %p is an event of the %s runtime (recorded on "
+        "device %d); the consumer stream on %s:%d cannot wait on it",
+        record->event, family_name(record->runtime_family), (int)record->device.device_id,
+        dl_sync__device_type_name(consumer.device.device_type), (int)consumer.device.device_id);
+  const dl_sync_backend *b = NULL; /* the consumer copy's: events are process-wide */
+  status = dl_sync__backend_for(func, consumer.device, &b);
+  if (status != DL_SYNC_OK) return status;
+  consumer = dl_sync_stream_view(consumer.device, consumer.handle);
+  dl_sync__device_guard guard;
+  dl_sync__device_guard_init(&guard, b);
+  dl_sync_capture_info info;
+  if (consumer_capture != NULL) {
+    info = *consumer_capture;
+    if (info.status == DL_SYNC_CAPTURE_INVALIDATED)
+      status = dl_sync__error(DL_SYNC_ECAPTURE, func,
+                              "stream %p belongs to an invalidated graph capture", consumer.handle);
+  } else {
+    status = capture_state(func, b, &guard, consumer, &info);
+  }
+  if (status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE)
+    status = wait_external(func, record, b, &guard, consumer);
+  else if (status == DL_SYNC_OK)
+    status = wait_plain(func, record, b, &guard, consumer);
+  return dl_sync__device_guard_end(&guard, func, consumer.device, status);
 }
 
 static int wait_for(const tensor_view *v, dl_sync_stream consumer) {
-  tensor_owner *owner = NULL;
-  int status = owner_of(v, &owner);
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = record_of(v, &record);
   if (status != DL_SYNC_OK) return status;
-  if (owner == NULL)
+  if (record == NULL)
     return dl_sync__error(DL_SYNC_OK, v->func,
-                          "tensor %p carries no dlsync event (its deleter is not dlsync's): "
-                          "nothing to wait for",
-                          v->tensor);
-  status = check_stream(v, "consumer stream", consumer);
+                          "tensor %p carries no dlsync event (its deleter %p is not a deleter "
+                          "that any copy of dlsync in this process exports): nothing to wait "
+                          "for",
+                          v->tensor, (void *)v->deleter);
+  status = check_tensor_stream(v, "consumer stream", consumer);
   if (status != DL_SYNC_OK) return status;
-  tensor_event *e = owner->event;
-  if (dl_sync_get_backend(consumer.device.device_type) != e->backend)
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
-                          "the consumer stream's backend is not the '%s' backend that recorded "
-                          "the tensor's event",
-                          e->backend->name);
-  consumer = dl_sync_stream_view(consumer.device, consumer.handle);
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, e->backend);
-  int32_t state = DL_SYNC_CAPTURE_NONE;
-  status = capture_state(v, e->backend, &guard, consumer, &state);
-  if (status == DL_SYNC_OK && state == DL_SYNC_CAPTURE_ACTIVE) {
-    status = wait_external(v, e, &guard, consumer);
-  } else if (status == DL_SYNC_OK) {
-    status = dl_sync__device_guard_use_stream(&guard, v->func, consumer);
-    int code = status == DL_SYNC_OK ? e->backend->stream_wait(e->backend->ctx, consumer.handle, e->event) : 0;
-    if (code != 0)
-      status = dl_sync__runtime_error(v->func, e->backend, DL_SYNC_OP_STREAM_WAIT, code, consumer.device);
-  }
-  return dl_sync__device_guard_end(&guard, v->func, consumer.device, status);
+  dl_sync__tensor_event_ref ref = ref_of(record);
+  return dl_sync__tensor_event_wait(v->func, &ref, consumer, NULL);
 }
 
 static int synchronize(const tensor_view *v) {
-  tensor_owner *owner = NULL;
-  int status = owner_of(v, &owner);
-  if (status != DL_SYNC_OK || owner == NULL) return status;
-  const dl_sync_backend *b = owner->event->backend;
-  int code = b->event_synchronize(b->ctx, owner->event->event);
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = record_of(v, &record);
+  if (status != DL_SYNC_OK || record == NULL) return status;
+  const dl_sync_backend *b = NULL;
+  status = dl_sync__backend_for(v->func, record->device, &b);
+  if (status != DL_SYNC_OK) return status;
+  int code = b->event_synchronize(b->ctx, record->event);
   if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_EVENT_SYNCHRONIZE, code, owner->event->device);
+  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_EVENT_SYNCHRONIZE, code, record->device);
 }
 
 static int has_event(const tensor_view *v) {
-  tensor_owner *owner = NULL;
-  int status = owner_of(v, &owner);
-  return status != DL_SYNC_OK ? status : owner != NULL;
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = record_of(v, &record);
+  return status != DL_SYNC_OK ? status : record != NULL;
 }
 
 int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer) {
@@ -279,10 +391,10 @@ int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream produ
   tensor_owner *installed = NULL;
   int status = record(&v, producer, &installed);
   if (installed != NULL) {
-    installed->manager_ctx = tensor->manager_ctx;
-    installed->versioned_deleter = tensor->deleter;
-    tensor->manager_ctx = installed;
-    tensor->deleter = versioned_deleter;
+    installed->record.manager_ctx = tensor->manager_ctx;
+    installed->record.versioned_deleter = tensor->deleter;
+    tensor->manager_ctx = &installed->record;
+    tensor->deleter = dl_sync_tensor_event_deleter_v1;
   }
   return status;
 }
@@ -294,10 +406,10 @@ int dl_sync_legacy_tensor_record(DLManagedTensor *tensor, dl_sync_stream produce
   tensor_owner *installed = NULL;
   int status = record(&v, producer, &installed);
   if (installed != NULL) {
-    installed->manager_ctx = tensor->manager_ctx;
-    installed->legacy_deleter = tensor->deleter;
-    tensor->manager_ctx = installed;
-    tensor->deleter = legacy_deleter;
+    installed->record.manager_ctx = tensor->manager_ctx;
+    installed->record.legacy_deleter = tensor->deleter;
+    tensor->manager_ctx = &installed->record;
+    tensor->deleter = dl_sync_legacy_tensor_event_deleter_v1;
   }
   return status;
 }

@@ -1,9 +1,12 @@
 # cmake -DLIBRARY=libdlsync.so [-DPREFIX=dl_sync_sim_] -P exported_symbols.cmake
 # Fails when the library exports a symbol outside its prefix or an internal one. The core
-# library (PREFIX unset: dl_sync_) must not export the simulator's dl_sync_sim_ symbols.
+# library (PREFIX unset: dl_sync_) must not export the simulator's dl_sync_sim_ symbols,
+# and must export the deleters other copies of dlsync recognize by name
+# (dlsync/tensor_event.h).
 if(NOT DEFINED PREFIX)
   set(PREFIX dl_sync_)
   set(FORBIDDEN "^dl_sync_sim_")
+  set(REQUIRED dl_sync_tensor_event_deleter_v1 dl_sync_legacy_tensor_event_deleter_v1)
 endif()
 execute_process(COMMAND nm -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
 if(NOT result EQUAL 0)
@@ -24,4 +27,9 @@ endforeach()
 if(count EQUAL 0)
   message(FATAL_ERROR "no symbol exported by ${LIBRARY}")
 endif()
+foreach(required ${REQUIRED})
+  if(NOT symbols MATCHES " ${required}\n")
+    message(FATAL_ERROR "${required} is not exported: other copies of dlsync cannot recognize its tensors")
+  endif()
+endforeach()
 message(STATUS "${count} symbols exported, all public ${PREFIX} API")

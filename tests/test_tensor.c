@@ -333,6 +333,143 @@ static void test_bad_input_gets_clear_errors(void **state) {
   assert_int_equal(pool().outstanding, 0);
 }
 
+static dl_sync_tensor_event_owner *record_of(producer_tensor *p) { return p->versioned.manager_ctx; }
+
+/* An event dlsync cannot use is an error that says why, never "no event". */
+static void test_event_of_an_unknown_abi_major_is_an_error(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  record_of(&p)->abi_major = 2;
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), DL_SYNC_ENOTSUP);
+  assert_error_mentions("owner record is of ABI major 2, expected tensor-event ABI major 1");
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
+  assert_error_mentions("carries a dlsync event this copy cannot use");
+  assert_int_equal(dl_sync_tensor_synchronize(&p.versioned), DL_SYNC_ENOTSUP);
+  assert_int_equal(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
+  record_of(&p)->abi_major = DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+static void test_event_of_another_runtime_family_is_an_error(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  record_of(&p)->runtime_family = 7;
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), DL_SYNC_ENOTSUP);
+  assert_error_mentions("its event is of runtime family 7");
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
+  /* A ROCm event on a CUDA tensor: known, but no CUDA stream can wait on it. */
+  record_of(&p)->runtime_family = DL_SYNC_RUNTIME_FAMILY_ROCM;
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), 1);
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
+  assert_error_mentions("is an event of the ROCm runtime (recorded on device 0); the consumer "
+                        "stream on cuda:0 cannot wait on it");
+  record_of(&p)->runtime_family = DL_SYNC_RUNTIME_FAMILY_CUDA;
+  CHECK_DL(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)));
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+static void test_owner_record_is_the_public_abi(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  const dl_sync_tensor_event_owner *r = record_of(&p);
+  assert_ptr_equal(p.versioned.deleter, dl_sync_tensor_event_deleter_v1);
+  assert_true(r->magic == DL_SYNC_TENSOR_EVENT_MAGIC);
+  assert_int_equal(r->abi_major, DL_SYNC_TENSOR_EVENT_ABI_MAJOR);
+  assert_int_equal(r->abi_minor, DL_SYNC_TENSOR_EVENT_ABI_MINOR);
+  assert_int_equal(r->size, sizeof *r);
+  assert_ptr_equal(r->manager_ctx, &p.marker);
+  assert_ptr_equal(r->versioned_deleter, producer_deleter);
+  assert_null(r->legacy_deleter);
+  assert_int_equal(r->device.device_type, kDLCUDA);
+  assert_int_equal(r->runtime_family, DL_SYNC_RUNTIME_FAMILY_CUDA);
+  assert_non_null(r->event);
+  /* retain/release keep the event out of the pool past the tensor. */
+  r->retain(r->event_ctx);
+  void (*release)(void *) = r->release;
+  void *event_ctx = r->event_ctx;
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(pool().outstanding, 1);
+  release(event_ctx);
+  assert_int_equal(pool().outstanding, 0);
+
+  producer_tensor q;
+  make_tensor(&q, (DLDevice){kDLROCM, 1});
+  CHECK_DL(dl_sync_legacy_tensor_record(&q.legacy, dl_sync_stream_view((DLDevice){kDLROCM, 1}, NULL)));
+  const dl_sync_tensor_event_owner *l = q.legacy.manager_ctx;
+  assert_ptr_equal(q.legacy.deleter, dl_sync_legacy_tensor_event_deleter_v1);
+  assert_ptr_equal(l->legacy_deleter, producer_legacy_deleter);
+  assert_null(l->versioned_deleter);
+  assert_int_equal(l->runtime_family, DL_SYNC_RUNTIME_FAMILY_ROCM);
+  assert_int_equal(l->device.device_id, 1);
+  q.legacy.deleter(&q.legacy);
+  assert_int_equal(atomic_load(&q.deleted), 1);
+}
+
+/* Exported by this executable (ENABLE_EXPORTS): a deleter of a future ABI major, as a
+   newer copy of dlsync would export it. It is never called. */
+DL_SYNC_API void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor);
+void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor) { (void)tensor; }
+
+static void test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor(void **state) {
+  (void)state;
+  DLManagedTensorVersioned t = {.version = {1, 3}, .manager_ctx = (void *)1,
+                                .deleter = dl_sync_tensor_event_deleter_v2};
+  t.dl_tensor.device = cuda0;
+  assert_int_equal(dl_sync_tensor_has_event(&t), DL_SYNC_ENOTSUP);
+  assert_error_mentions("its deleter is of tensor-event ABI major 2");
+  assert_int_equal(dl_sync_tensor_wait(&t, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
+}
+
+/* Addresses near dlsync's deleters, other exported functions and the other kind's deleter
+   are not dlsync's deleter: manager_ctx (here unmapped) is never read. */
+static void test_near_misses_of_the_deleter_are_foreign(void **state) {
+  (void)state;
+  typedef void (*deleter_fn)(DLManagedTensorVersioned *);
+  typedef void (*legacy_fn)(DLManagedTensor *);
+  const char *starts[] = {(const char *)(uintptr_t)dl_sync_tensor_event_deleter_v1,
+                          (const char *)(uintptr_t)dl_sync_legacy_tensor_event_deleter_v1};
+  for (size_t s = 0; s < 2; s++) {
+    for (uintptr_t k = 1; k < 256; k++) {
+      if (starts[s] + k == starts[0] || starts[s] + k == starts[1]) continue; /* the real ones */
+      DLManagedTensorVersioned t = {.manager_ctx = (void *)1,
+                                    .deleter = (deleter_fn)(uintptr_t)(starts[s] + k)};
+      t.dl_tensor.device = cuda0;
+      DLManagedTensor l = {.manager_ctx = (void *)1, .deleter = (legacy_fn)(uintptr_t)(starts[s] + k)};
+      l.dl_tensor.device = cuda0;
+      assert_int_equal(dl_sync_tensor_has_event(&t), 0);
+      assert_int_equal(dl_sync_legacy_tensor_has_event(&l), 0);
+    }
+  }
+  DLManagedTensorVersioned t = {.manager_ctx = (void *)1,
+                                .deleter = (deleter_fn)(uintptr_t)dl_sync_legacy_tensor_event_deleter_v1};
+  t.dl_tensor.device = cuda0;
+  assert_int_equal(dl_sync_tensor_has_event(&t), 0);
+  t.deleter = (deleter_fn)(uintptr_t)dl_sync_tensor_record;
+  assert_int_equal(dl_sync_tensor_has_event(&t), 0);
+  assert_int_equal(dl_sync_tensor_wait(&t, sim_view(NULL, 0)), DL_SYNC_OK);
+  assert_error_mentions("carries no dlsync event");
+  DLManagedTensor l = {.manager_ctx = (void *)1,
+                       .deleter = (legacy_fn)(uintptr_t)dl_sync_tensor_event_deleter_v1};
+  l.dl_tensor.device = cuda0;
+  assert_int_equal(dl_sync_legacy_tensor_has_event(&l), 0);
+  assert_int_equal(pool().created, 0);
+}
+
+static void test_the_shared_library_deleters_are_visible_to_other_copies(void **state) {
+  (void)state;
+  assert_int_equal(dl_sync_tensor_events_visible(), 1);
+}
+
 #define TENSOR_TEST(name) cmocka_unit_test_setup_teardown(name, use_sim, leave_sim)
 
 int main(void) {
@@ -346,6 +483,12 @@ int main(void) {
       TENSOR_TEST(test_tensor_freed_before_the_graph_that_waits_on_its_event),
       TENSOR_TEST(test_deleters_run_on_foreign_threads_during_exports),
       TENSOR_TEST(test_bad_input_gets_clear_errors),
+      TENSOR_TEST(test_event_of_an_unknown_abi_major_is_an_error),
+      TENSOR_TEST(test_event_of_another_runtime_family_is_an_error),
+      TENSOR_TEST(test_owner_record_is_the_public_abi),
+      TENSOR_TEST(test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor),
+      TENSOR_TEST(test_near_misses_of_the_deleter_are_foreign),
+      TENSOR_TEST(test_the_shared_library_deleters_are_visible_to_other_copies),
   };
   return cmocka_run_group_tests_name("tensor", tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "dlsync/stream.h"
 #include "dlsync/dep.h"
 #include "dlsync/tensor.h"
+#include "dlsync/tensor_event.h"
 #include "dlsync/exchange.h"
 #include "dlsync/backend.h"
 

@@ -11,7 +11,10 @@
  * the producer's manager_ctx and deleter back, releases its reference to the event and
  * calls the producer's deleter (if not NULL) exactly once. The deleter makes no runtime
  * call, so it may run on any thread, with or without a Python GIL, at any time.
- * dlsync recognizes its tensors by the deleter it installed.
+ *
+ * Every copy of dlsync in a process (frameworks vendor their own) can wait on the event:
+ * the tensor carries a versioned owner record, and dlsync recognizes its tensors, from any
+ * copy, by the exported deleter it installed (dlsync/tensor_event.h, docs/vendoring.md).
  */
 #ifndef DL_SYNC_TENSOR_H_
 #define DL_SYNC_TENSOR_H_
@@ -36,17 +39,24 @@ extern "C" {
 DL_SYNC_API int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer);
 
 /**
- * Makes consumer wait (no host blocking) for the tensor's event. A tensor without a dlsync
- * event (another producer's) is a no-op: DL_SYNC_OK, and dl_sync_last_error() says so.
- * A capturing consumer gets an external event-wait node, and the captured graph keeps the
- * event alive after the tensor is gone. The stream is borrowed for the call.
+ * Makes consumer wait (no host blocking) for the tensor's event, recorded by this copy of
+ * dlsync or another, with this copy's backend on the event's native handle. A tensor
+ * without a dlsync event (another producer's) is a no-op: DL_SYNC_OK, and
+ * dl_sync_last_error() says so. An event this copy cannot use is an error, never OK:
+ * ENOTSUP for another tensor-event ABI major, an unknown runtime family, or an event of
+ * another runtime family than consumer's. A capturing consumer gets an external
+ * event-wait node, and the captured graph keeps the event alive (through the owner
+ * copy's retain / release) after the tensor is gone. The stream is borrowed for the call.
  */
 DL_SYNC_API int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
 
-/** Blocks the host until the tensor's event completed (no-op without one). */
+/** Blocks the host until the tensor's event completed (no-op without one; the errors of
+    dl_sync_tensor_has_event for an event this copy cannot use). */
 DL_SYNC_API int dl_sync_tensor_synchronize(const DLManagedTensorVersioned *tensor);
 
-/** 1 when the tensor carries a dlsync event, 0 when not, EINVAL for NULL or a corrupt one. */
+/** 1 when the tensor carries a dlsync event this copy can use, 0 when it carries none
+    (another producer's tensor), ENOTSUP for a dlsync event of another tensor-event ABI
+    major or an unknown runtime family, EINVAL for NULL or a corrupt one. */
 DL_SYNC_API int dl_sync_tensor_has_event(const DLManagedTensorVersioned *tensor);
 
 /* The same four for the pre-1.0 DLManagedTensor. */

@@ -1,0 +1,133 @@
+/*
+ * dlsync/tensor_event.h: the owner record of a per-tensor event, an ABI shared by every
+ * copy of dlsync in a process.
+ *
+ * Frameworks usually vendor dlsync: each links its own static copy into its own extension
+ * module, loaded with RTLD_LOCAL. A tensor one copy recorded must be usable by every
+ * other copy, of any dlsync version with the same DL_SYNC_TENSOR_EVENT_ABI_MAJOR, so what
+ * the tensor carries is not a private struct but the record below, and the deleter dlsync
+ * installs is an exported function with a fixed, versioned name:
+ *
+ *   DLManagedTensorVersioned: deleter == dl_sync_tensor_event_deleter_v1
+ *   DLManagedTensor:          deleter == dl_sync_legacy_tensor_event_deleter_v1
+ *   manager_ctx -> dl_sync_tensor_event_owner
+ *
+ * Recognition starts from the deleter, never from manager_ctx (reading another producer's
+ * manager_ctx as a record would be undefined behaviour): a tensor is dlsync's when its
+ * deleter is this copy's, or when dladdr() names the deleter's exact address with one of
+ * the names above (the verdict is cached per deleter address, so the steady state is a
+ * pointer compare). Only then is the record read, and its magic, major and size checked.
+ *
+ * Waits use the consumer copy's backend on the native event handle: CUDA and HIP events
+ * are runtime objects shared by the whole process. The event stays alive for graphs
+ * through the owner's retain / release, never through the consumer copy's event pool.
+ *
+ * Limit: a copy linked with all its symbols hidden (-Wl,--exclude-libs,ALL, a version
+ * script with "local: *;") exports no deleter name, so other copies cannot tell its
+ * tensors from another producer's and see no event. dl_sync_tensor_events_visible() says
+ * so to the producer at run time; docs/vendoring.md says what to do.
+ */
+#ifndef DL_SYNC_TENSOR_EVENT_H_
+#define DL_SYNC_TENSOR_EVENT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlsync/dlpack.h"
+#include "dlsync/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** "dlsyncev" in ASCII: the first field of every owner record. */
+#define DL_SYNC_TENSOR_EVENT_MAGIC UINT64_C(0x646c73796e636576)
+/** A copy waits only on records of its own major; minors only add fields at the end. */
+#define DL_SYNC_TENSOR_EVENT_ABI_MAJOR 1
+#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 0
+
+/** Runtime families: which runtime's events the native handle is. Derived from the
+    device type: CUDA for kDLCUDA, kDLCUDAHost, kDLCUDAManaged; ROCm for kDLROCM and
+    kDLROCMHost. */
+#define DL_SYNC_RUNTIME_FAMILY_CUDA 1
+#define DL_SYNC_RUNTIME_FAMILY_ROCM 2
+
+/**
+ * What a dlsync tensor's manager_ctx points to. Written once by the copy that recorded
+ * the event (the owner) and read-only for every other copy. ABI rule: the first four
+ * fields (magic, abi_major, abi_minor, size) never move, whatever the major; within a
+ * major, fields are only added at the end, and size says how many bytes are valid.
+ */
+typedef struct dl_sync_tensor_event_owner {
+  uint64_t magic;     /**< DL_SYNC_TENSOR_EVENT_MAGIC; 0 once the tensor is deleted */
+  uint32_t abi_major; /**< DL_SYNC_TENSOR_EVENT_ABI_MAJOR of the owner */
+  uint32_t abi_minor; /**< DL_SYNC_TENSOR_EVENT_ABI_MINOR of the owner */
+  uint64_t size;      /**< sizeof the record as the owner wrote it */
+  /** The producer's own manager_ctx, restored by the deleter. */
+  void *manager_ctx;
+  /** The producer's own deleter of a DLManagedTensorVersioned (else NULL). */
+  void (*versioned_deleter)(struct DLManagedTensorVersioned *tensor);
+  /** The producer's own deleter of a DLManagedTensor (else NULL). */
+  void (*legacy_deleter)(struct DLManagedTensor *tensor);
+  DLDevice device;        /**< where the event was recorded */
+  int32_t runtime_family; /**< DL_SYNC_RUNTIME_FAMILY_* */
+  uint32_t reserved;      /**< 0 */
+  /** The native event: a cudaEvent_t or hipEvent_t (for the simulated device, its event).
+      Equal handles are one event. Created with timing disabled. */
+  void *event;
+  /** Passed to retain and release. */
+  void *event_ctx;
+  /** Adds a reference to the event (e.g. for a graph that waits on it). Thread-safe,
+      makes no runtime call. */
+  void (*retain)(void *event_ctx);
+  /** Drops a reference; the last one gives the event back to the owner copy's pool.
+      Thread-safe, makes no runtime call: safe from a graph user object's destructor. */
+  void (*release)(void *event_ctx);
+} dl_sync_tensor_event_owner;
+
+/* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu && !defined(__cplusplus)
+#define DL_SYNC__PIN(field, at)                                     \
+  _Static_assert(offsetof(dl_sync_tensor_event_owner, field) == at, \
+                 "owner record: " #field " at " #at)
+DL_SYNC__PIN(magic, 0);
+DL_SYNC__PIN(abi_major, 8);
+DL_SYNC__PIN(abi_minor, 12);
+DL_SYNC__PIN(size, 16);
+DL_SYNC__PIN(manager_ctx, 24);
+DL_SYNC__PIN(versioned_deleter, 32);
+DL_SYNC__PIN(legacy_deleter, 40);
+DL_SYNC__PIN(device, 48);
+DL_SYNC__PIN(runtime_family, 56);
+DL_SYNC__PIN(reserved, 60);
+DL_SYNC__PIN(event, 64);
+DL_SYNC__PIN(event_ctx, 72);
+DL_SYNC__PIN(retain, 80);
+DL_SYNC__PIN(release, 88);
+_Static_assert(sizeof(dl_sync_tensor_event_owner) == 96, "owner record: 96 bytes in ABI 1.0");
+#undef DL_SYNC__PIN
+#endif
+
+/**
+ * The deleters dlsync installs. Call them only as tensor->deleter(tensor): each puts the
+ * producer's manager_ctx and deleter back, releases the tensor's reference to the event
+ * and calls the producer's deleter (if not NULL) exactly once. They make no runtime
+ * call, so they may run on any thread. Their names carry the ABI major.
+ */
+DL_SYNC_API void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor);
+DL_SYNC_API void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor);
+
+/**
+ * 1 when other copies of dlsync in this process can recognize the tensors this copy
+ * records (dladdr names its deleters), 0 when this copy's symbols are hidden (a vendoring
+ * build that hides every symbol, or a static link into an executable without
+ * -rdynamic). With 0, per-tensor events still work within this copy, but a consumer that
+ * uses another copy sees "no event": export with the stream argument instead
+ * (dl_sync_export), which orders at export time.
+ */
+DL_SYNC_API int dl_sync_tensor_events_visible(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DL_SYNC_TENSOR_EVENT_H_ */

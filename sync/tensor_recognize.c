@@ -1,0 +1,115 @@
+/*
+ * Recognizing the deleters of every copy of dlsync in the process.
+ *
+ * A tensor is dlsync's when its deleter is one of the exported, versioned deleters of
+ * dlsync/tensor_event.h. This copy's own are a pointer compare (in tensor.c); another
+ * copy's are found by asking dladdr() which exported symbol starts exactly at the
+ * deleter's address. The answer, dlsync's or not, is cached per address, so a deleter
+ * costs one dladdr() per process and then a few pointer compares.
+ *
+ * Nothing here reads memory the deleter points to, nor the tensor's manager_ctx: a
+ * foreign tensor is judged by its deleter's address only.
+ */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* dladdr */
+#endif
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "internal.h"
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <dlfcn.h>
+#define DL_SYNC__HAVE_DLADDR 1
+#else
+#define DL_SYNC__HAVE_DLADDR 0
+#endif
+
+static const char versioned_prefix[] = "dl_sync_tensor_event_deleter_v";
+static const char legacy_prefix[] = "dl_sync_legacy_tensor_event_deleter_v";
+
+/* The major in "<prefix><digits>", or 0 when name is not prefix followed by a major. */
+static int major_after(const char *name, const char *prefix, size_t prefix_length) {
+  if (strncmp(name, prefix, prefix_length) != 0) return 0;
+  const char *digits = name + prefix_length;
+  int major = 0;
+  for (const char *c = digits; *c != '\0'; c++) {
+    if (*c < '0' || *c > '9' || c - digits >= 6) return 0;
+    major = major * 10 + (*c - '0');
+  }
+  return major;
+}
+
+/* The verdict for an address: +major for a versioned deleter, -major for a legacy one,
+   0 for anything else. */
+static int32_t verdict_of(uintptr_t address) {
+#if DL_SYNC__HAVE_DLADDR
+  Dl_info info;
+  /* dladdr names the nearest exported symbol at or below the address: only an exact
+     start counts, so an address inside a dlsync function (or in a hidden function placed
+     after one) is never taken for a deleter. */
+  if (dladdr((void *)address, &info) == 0 || info.dli_sname == NULL ||
+      (uintptr_t)info.dli_saddr != address)
+    return 0;
+  int major = major_after(info.dli_sname, versioned_prefix, sizeof versioned_prefix - 1);
+  if (major > 0) return major;
+  return -major_after(info.dli_sname, legacy_prefix, sizeof legacy_prefix - 1);
+#else
+  (void)address;
+  return 0;
+#endif
+}
+
+/* Verdicts, filled once each and never overwritten: readers match an address with an
+   acquire load and then read its verdict; writers take the lock. When the cache is full,
+   deleters beyond it are judged by dladdr on every call (still correct). */
+enum { CACHE_SLOTS = 64 };
+static _Atomic uintptr_t cached_address[CACHE_SLOTS];
+static int32_t cached_verdict[CACHE_SLOTS];
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cache_find(uintptr_t address, int32_t *verdict) {
+  for (size_t i = 0; i < CACHE_SLOTS; i++) {
+    uintptr_t at = atomic_load_explicit(&cached_address[i], memory_order_acquire);
+    if (at == 0) return 0;
+    if (at == address) {
+      *verdict = cached_verdict[i];
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int32_t cache_insert(uintptr_t address, int32_t verdict) {
+  pthread_mutex_lock(&cache_lock);
+  for (size_t i = 0; i < CACHE_SLOTS; i++) {
+    uintptr_t at = atomic_load_explicit(&cached_address[i], memory_order_relaxed);
+    if (at == address) {
+      verdict = cached_verdict[i]; /* another thread was first */
+      break;
+    }
+    if (at == 0) {
+      cached_verdict[i] = verdict;
+      atomic_store_explicit(&cached_address[i], address, memory_order_release);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&cache_lock);
+  return verdict;
+}
+
+int dl_sync__deleter_major(uintptr_t deleter, int legacy) {
+  if (deleter == 0) return 0;
+  int32_t verdict;
+  if (!cache_find(deleter, &verdict)) verdict = cache_insert(deleter, verdict_of(deleter));
+  if (legacy) return verdict < 0 ? -verdict : 0;
+  return verdict > 0 ? verdict : 0;
+}
+
+int dl_sync_tensor_events_visible(void) {
+  /* Uncached on purpose: a framework asks once, and the answer must be this copy's. */
+  return verdict_of((uintptr_t)dl_sync_tensor_event_deleter_v1) == DL_SYNC_TENSOR_EVENT_ABI_MAJOR &&
+         verdict_of((uintptr_t)dl_sync_legacy_tensor_event_deleter_v1) ==
+             -DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
+}
