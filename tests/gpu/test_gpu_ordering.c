@@ -111,6 +111,34 @@ typedef struct world {
   gpu_flags *flags, *device_flags;
 } world;
 
+/* The gates of the worlds alive, so that a test that fails while one is closed (cmocka
+ * leaves the test at the failed check) does not leave its streams held: teardown opens
+ * them all. */
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpu_flags *gates[16]; /* more worlds than this at once never hold a gate */
+
+static void gate_register(gpu_flags *flags, gpu_flags *replaced) {
+  pthread_mutex_lock(&gates_lock);
+  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
+    if (gates[i] == replaced) {
+      gates[i] = flags;
+      break;
+    }
+  pthread_mutex_unlock(&gates_lock);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  if (no_device[0] != '\0') return 0;
+  pthread_mutex_lock(&gates_lock);
+  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
+    if (gates[i] != NULL) flag_set(&gates[i]->open, 1);
+  pthread_mutex_unlock(&gates_lock);
+  cudaSetDevice(0);
+  cudaDeviceSynchronize();
+  return 0;
+}
+
 static int world_make(world *w) {
   *w = (world){0};
   int ok = cudaStreamCreateWithFlags(&w->a, cudaStreamNonBlocking) == cudaSuccess &&
@@ -121,6 +149,7 @@ static int world_make(world *w) {
            gpu_flags_create(&w->flags, &w->device_flags) == 0 &&
            cudaMemset(w->launch, 0, sizeof *w->launch) == cudaSuccess &&
            cudaDeviceSynchronize() == cudaSuccess;
+  if (w->flags != NULL) gate_register(w->flags, NULL);
   return ok ? 0 : -1;
 }
 
@@ -130,7 +159,10 @@ static void world_free(world *w) {
   cudaFree(w->data);
   cudaFree(w->launch);
   cudaFree(w->mismatches);
-  if (w->flags != NULL) gpu_flags_destroy(w->flags);
+  if (w->flags != NULL) {
+    gate_register(NULL, w->flags);
+    gpu_flags_destroy(w->flags);
+  }
   cudaStreamDestroy(w->a);
   cudaStreamDestroy(w->b);
 }
@@ -675,19 +707,29 @@ int main(void) {
              error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
              error != cudaSuccess ? cudaGetErrorString(error) : "");
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_stream_argument, setup),
-      cmocka_unit_test_setup(test_n0_current_work_stream, setup),
-      cmocka_unit_test_setup(test_n1_per_tensor_event, setup),
-      cmocka_unit_test_setup(test_legacy_default_stream_consumer, setup),
-      cmocka_unit_test_setup(test_per_thread_default_stream_consumer, setup),
-      cmocka_unit_test_setup(test_stream_zero_consumer, setup),
-      cmocka_unit_test_setup(test_stream_zero_dependency_holds_only_its_own_stream, setup),
-      cmocka_unit_test_setup(test_two_devices, setup),
-      cmocka_unit_test_setup(test_capture_fork_join_in_every_mode, setup),
-      cmocka_unit_test_setup(test_capturing_consumer_gets_an_external_wait, setup),
-      cmocka_unit_test_setup(test_capture_errors, setup),
-      cmocka_unit_test_setup(test_eight_threads_share_the_event_pool, setup),
+      cmocka_unit_test_setup_teardown(test_stream_argument, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_n0_current_work_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_n1_per_tensor_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_legacy_default_stream_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_default_stream_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_zero_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_zero_dependency_holds_only_its_own_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_two_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_fork_join_in_every_mode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capturing_consumer_gets_an_external_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_eight_threads_share_the_event_pool, setup, teardown),
   };
+  if (no_device[0] == '\0') {
+    struct cudaDeviceProp prop;
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    for (int d = 0; d < device_count; d++)
+      if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
+        printf("device %d: %s, sm_%d%d, CUDA runtime %d.%d, driver supports %d.%d\n", d, prop.name, prop.major,
+               prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
+  }
   int failed = cmocka_run_group_tests_name("gpu_ordering_" DL_SYNC_TEST_VARIANT, tests, NULL, NULL);
   if (no_device[0] != '\0') {
     printf("gpu_ordering_%s: skipped: %s\n", DL_SYNC_TEST_VARIANT, no_device);
