@@ -2,23 +2,18 @@
 // a producer that writes a pattern depending on a launch counter, a consumer that counts
 // the elements that differ from it, and a signal the host can watch. The same source
 // builds with nvcc and with hipcc.
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#if defined(__HIPCC__) && !defined(DL_SYNC_TEST_HIP)
+#define DL_SYNC_TEST_HIP 1
+#endif
+#ifdef DL_SYNC_TEST_HIP
 #include <hip/hip_runtime.h>
-#define cudaStream_t hipStream_t
-#define cudaGetLastError hipGetLastError
-#define cudaHostAlloc hipHostMalloc
-#define cudaHostAllocMapped hipHostMallocMapped
-#define cudaHostAllocPortable hipHostMallocPortable
-#define cudaHostGetDevicePointer hipHostGetDevicePointer
-#define cudaFreeHost hipHostFree
-#define cudaSuccess hipSuccess
-#define cudaError_t hipError_t
 #else
 #include <cuda_runtime.h>
 #endif
 
 #include <string.h>
 
+#include "gpu_runtime.h"
 #include "kernels.h"
 
 enum { BLOCKS = 8, THREADS = 256 };

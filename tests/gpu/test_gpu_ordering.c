@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep, pthread_barrier */
 /*
- * The ordering rules on a real CUDA device, with kernels and deterministic negative
- * controls.
+ * The ordering rules on a real CUDA or ROCm device (see gpu_runtime.h), with kernels and
+ * deterministic negative controls.
  *
  * Every ordering scenario runs gated: a gate kernel holds the producer's stream on a
  * host-mapped flag until the host has enqueued the consumer and then given the consumer a
@@ -11,13 +11,13 @@
  * no signal while closed, no wrong value). The gate gives up after a bounded spin, so a
  * broken gate fails the suite instead of hanging it.
  *
- * Built twice: with the legacy default stream, and with kernels built by nvcc
- * --default-stream per-thread and this file compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM,
- * where stream 0 is the calling thread's default stream and is passed to dlsync as a user of
- * that build would: dl_sync_stream_view(device, 0).
+ * Built twice per runtime: with the legacy default stream, and with kernels built by nvcc
+ * --default-stream per-thread (hipcc -fgpu-default-stream=per-thread) and this file compiled
+ * with CUDA_API_PER_THREAD_DEFAULT_STREAM (GPU_PER_THREAD_BUILD), where stream 0 is the
+ * calling thread's default stream and is passed to dlsync as a user of that build would:
+ * dl_sync_stream_view(device, 0).
  * Without a device every test is skipped with the runtime's reason (exit 77).
  */
-#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "gpu_runtime.h"
 #include "kernels.h"
 
 #ifndef DL_SYNC_TEST_VARIANT
@@ -72,6 +73,10 @@ static atomic_int ordered_runs, control_runs, controls_raced;
     if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());          \
   } while (0)
 
+/* The name a runtime function has in this build (the HIP one under DL_SYNC_TEST_HIP). */
+#define NAME_OF(function) NAME_OF_EXPANDED(function)
+#define NAME_OF_EXPANDED(function) #function
+
 static long long now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -97,7 +102,7 @@ static void flag_set(volatile int *flag, int value) {
 }
 
 static dl_sync_stream on_device(int device, void *stream) {
-  return dl_sync_stream_view((DLDevice){kDLCUDA, device}, stream);
+  return dl_sync_stream_view((DLDevice){GPU_DEVICE_TYPE, device}, stream);
 }
 static dl_sync_stream on(void *stream) { return on_device(0, stream); }
 
@@ -277,7 +282,7 @@ static void exchange_n0(world *w, int ordered, int seed) {
     producer_current_stream = w->a;
     DLPackExchangeAPI api = {.header = {{1, 3}, NULL}, .current_work_stream = current_work_stream};
     dl_sync_stream stream;
-    DL_OK(dl_sync_stream_from_exchange_api(&api, (DLDevice){kDLCUDA, 0}, &stream));
+    DL_OK(dl_sync_stream_from_exchange_api(&api, (DLDevice){GPU_DEVICE_TYPE, 0}, &stream));
     consumer = (cudaStream_t)stream.handle;
   }
   consume(w, consumer, seed);
@@ -288,7 +293,7 @@ static void tensor_deleter(DLManagedTensorVersioned *t) { (void)t; }
 
 static void exchange_n1(world *w, int ordered, int seed) {
   DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
-  tensor.dl_tensor = (DLTensor){.data = w->data, .device = {kDLCUDA, 0}, .ndim = 1};
+  tensor.dl_tensor = (DLTensor){.data = w->data, .device = {GPU_DEVICE_TYPE, 0}, .ndim = 1};
   KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
   if (ordered) {
     DL_OK(dl_sync_tensor_record(&tensor, on(w->a)));
@@ -298,17 +303,22 @@ static void exchange_n1(world *w, int ordered, int seed) {
   tensor.deleter(&tensor);
 }
 
-/* stream=None: the legacy default stream. */
+/* stream=None: the legacy default stream (ROCm: the null stream). */
 static void exchange_legacy_consumer(world *w, int ordered, int seed) {
   KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
   if (ordered) DL_OK(dl_sync_export(on(w->a), dl_sync_stream_arg_none()));
   consume(w, cudaStreamLegacy, seed);
 }
 
-/* stream=2: the calling thread's per-thread default stream. */
+/* stream=2: the calling thread's per-thread default stream. ROCm has no stream argument for
+ * it, so there the consumer names it to dlsync directly. */
 static void exchange_per_thread_consumer(world *w, int ordered, int seed) {
   KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+#ifdef DL_SYNC_TEST_HIP
+  if (ordered) DL_OK(dl_sync_push_dep(on(w->a), on(cudaStreamPerThread)));
+#else
   if (ordered) DL_OK(dl_sync_export(on(w->a), dl_sync_stream_arg_int(2)));
+#endif
   consume(w, cudaStreamPerThread, seed);
 }
 
@@ -322,7 +332,7 @@ static void exchange_stream_zero_consumer(world *w, int ordered, int seed) {
 static int setup(void **state) {
   (void)state;
   if (no_device[0] != '\0') return 0;
-  dl_sync_set_backend(kDLCUDA, NULL);
+  dl_sync_set_backend(GPU_DEVICE_TYPE, NULL);
   dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
   return 0;
 }
@@ -355,6 +365,10 @@ static void test_n1_per_tensor_event(void **state) {
 static void test_legacy_default_stream_consumer(void **state) {
   (void)state;
   skip_without_device();
+#if defined(DL_SYNC_TEST_HIP) && defined(GPU_PER_THREAD_BUILD)
+  print_message("skipped: a HIP per-thread build has no handle for the null stream\n");
+  skip();
+#endif
   run_exchange("legacy default stream consumer (stream=None)", exchange_legacy_consumer);
 }
 
@@ -390,7 +404,7 @@ static void *signal_on_stream_zero(void *arg) {
 static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) {
   (void)state;
   skip_without_device();
-#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+#ifdef GPU_PER_THREAD_BUILD
   const int per_thread_build = 1;
 #else
   const int per_thread_build = 0;
@@ -430,7 +444,7 @@ static void test_two_devices(void **state) {
   skip_without_device();
   int can_access = 0;
   if (device_count < 2) {
-    print_message("skipped: one CUDA device (the two-device scenario needs two)\n");
+    print_message("skipped: one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)\n");
     skip();
   }
   CUDA_OK(cudaDeviceCanAccessPeer(&can_access, 1, 0));
@@ -695,7 +709,7 @@ static void test_eight_threads_share_the_event_pool(void **state) {
   }
   atomic_fetch_add(&ordered_runs, 8 * 100);
   dl_sync_pool_stats stats;
-  DL_OK(dl_sync_pool_stats_get(dl_sync_cuda_backend(), 0, &stats));
+  DL_OK(dl_sync_pool_stats_get(GPU_BACKEND(), 0, &stats));
   print_message("8 threads: %llu dependencies, %llu events created\n", (unsigned long long)stats.acquired,
                 (unsigned long long)stats.created);
 }
@@ -703,7 +717,7 @@ static void test_eight_threads_share_the_event_pool(void **state) {
 int main(void) {
   cudaError_t error = cudaGetDeviceCount(&device_count);
   if (error != cudaSuccess || device_count == 0)
-    snprintf(no_device, sizeof no_device, "no CUDA device: [cudaGetDeviceCount][%s] %s",
+    snprintf(no_device, sizeof no_device, "no " GPU_RUNTIME_NAME " device: [%s][%s] %s", NAME_OF(cudaGetDeviceCount),
              error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
              error != cudaSuccess ? cudaGetErrorString(error) : "");
   const struct CMUnitTest tests[] = {
