@@ -48,10 +48,11 @@ enum {
   GRAPH_UNGATED = 40, /* replays with the gate left open */
   CAPTURE_THREADS = 2 /* threads capturing concurrently, per capture mode */
 };
-/* How long an unordered consumer is given to show itself while the gate is closed; an
- * ordered consumer cannot run in it at all, so only a missing dependency notices it. */
+/* How long an ordered run keeps the gate closed: a consumer that dlsync left unordered
+ * would finish in it (microseconds); an ordered one cannot run in it at all. */
 static const long long RACE_WINDOW_NS = 20 * 1000 * 1000LL;
-/* Bound on waits that end as soon as the awaited kernel runs (never reached when it can). */
+/* Bound on waits that end as soon as the awaited kernel has run: a control's consumer, a
+ * launch that nothing holds. Never reached when the kernel can run. */
 static const long long RUNS_SOON_NS = 2 * 1000 * 1000 * 1000LL;
 
 static char no_device[256];
@@ -192,10 +193,12 @@ typedef struct verdict {
   cudaError_t error;
 } verdict;
 
-/* After the consumer was enqueued: give it the window, open the gate, collect. */
-static verdict world_release(world *w) {
+/* After the consumer was enqueued: wait for its signal while the gate holds the producer
+ * (a control's consumer always comes; an ordered run waits out the window), open the gate,
+ * collect. */
+static verdict world_release(world *w, int ordered) {
   verdict v = {0};
-  v.raced = seen_within(&w->flags->signalled, RACE_WINDOW_NS);
+  v.raced = seen_within(&w->flags->signalled, ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
   flag_set(&w->flags->open, 1);
   v.error = cudaDeviceSynchronize(); /* every stream the consumer may have used */
   if (v.error == cudaSuccess)
@@ -235,7 +238,7 @@ static void run_exchange(const char *what, exchange_fn exchange) {
     CUDA_OK(world_reset(&w, 0));
     KERNEL_OK(gpu_gate(w.a, w.device_flags));
     exchange(&w, ordered, run);
-    judge(what, ordered, world_release(&w));
+    judge(what, ordered, world_release(&w, ordered));
   }
   CUDA_OK(world_reset(&w, 1));
   for (int run = 0; run < UNGATED; run++) {
@@ -423,7 +426,7 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   assert_int_equal(pthread_create(&thread, NULL, signal_on_stream_zero, &t), 0);
   pthread_join(thread, NULL);
   int other_ran = seen_within(&other_flags->signalled, per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
-  verdict v = world_release(&w);
+  verdict v = world_release(&w, 1);
   CUDA_OK(t.error);
   CUDA_OK(cudaDeviceSynchronize());
   gpu_flags_destroy(other_flags);
@@ -465,7 +468,10 @@ static void test_two_devices(void **state) {
   for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
     int ordered = run >= CONTROL_GATED;
     CUDA_OK(world_reset(&w, 0));
+    CUDA_OK(cudaSetDevice(1));
     CUDA_OK(cudaMemset(mismatches1, 0, sizeof *mismatches1));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaSetDevice(0));
     KERNEL_OK(gpu_gate(w.a, w.device_flags));
     KERNEL_OK(gpu_produce(w.a, w.data, COUNT, run, NULL));
     if (ordered) DL_OK(dl_sync_push_dep(on_device(0, w.a), on_device(1, b1)));
@@ -473,7 +479,7 @@ static void test_two_devices(void **state) {
     KERNEL_OK(gpu_check(b1, w.data, COUNT, run, NULL, mismatches1));
     KERNEL_OK(gpu_signal(b1, w.device_flags));
     CUDA_OK(cudaSetDevice(0));
-    verdict v = world_release(&w);
+    verdict v = world_release(&w, ordered);
     CUDA_OK(cudaStreamSynchronize(b1));
     if (v.error == cudaSuccess)
       v.error = cudaMemcpy(&v.mismatches, mismatches1, sizeof v.mismatches, cudaMemcpyDeviceToHost);
@@ -553,7 +559,7 @@ static void *run_capture_job(void *arg) {
       break;
     }
     if (!gated) continue;
-    job->raced[launch] = seen_within(&w.flags->signalled, RACE_WINDOW_NS);
+    job->raced[launch] = seen_within(&w.flags->signalled, job->ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
     flag_set(&w.flags->open, 1);
     if ((e = cudaStreamSynchronize(launcher)) != cudaSuccess) failed = job_fail(job, "replay", e);
   }
@@ -636,7 +642,7 @@ static void test_capturing_consumer_gets_an_external_wait(void **state) {
     CUDA_OK(cudaStreamEndCapture(w.b, &graph));
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_OK(cudaGraphLaunch(exec, launcher));
-    judge("external wait in a capture", ordered, world_release(&w));
+    judge("external wait in a capture", ordered, world_release(&w, ordered));
     if (ordered) { /* later replays read the same, finished data */
       for (int i = 0; i < 10; i++) CUDA_OK(cudaGraphLaunch(exec, launcher));
       CUDA_OK(cudaStreamSynchronize(launcher));
