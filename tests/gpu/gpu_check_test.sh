@@ -90,6 +90,12 @@ check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s r
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }
 check "a hanging suite is stopped at the deadline" nvidia hang 8 1 "deadline: 8s reached while running" \
   "gpu-check: FAILED"
+# Every small deadline, whatever the script keeps for its report: a step either does not
+# start or is stopped; none runs without a limit (timeout 0) or fails to start (negative).
+for seconds in 1 2 3 4 5 6; do
+  check "deadline ${seconds}s with a hanging suite" nvidia hang "$seconds" 1 \
+    "deadline: ${seconds}s reached( while running|, not running)" "gpu-check: FAILED"
+done
 
 [ $failures -eq 0 ] && echo "all gpu-check verdicts as expected"
 exit $((failures > 0))

@@ -424,9 +424,9 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   other_thread t = {.device_flags = other_device_flags};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, signal_on_stream_zero, &t), 0);
-  pthread_join(thread, NULL);
   int other_ran = seen_within(&other_flags->signalled, per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
   verdict v = world_release(&w, 1);
+  pthread_join(thread, NULL); /* only now: its stream 0 outlives nothing it launched */
   CUDA_OK(t.error);
   CUDA_OK(cudaDeviceSynchronize());
   gpu_flags_destroy(other_flags);
