@@ -395,12 +395,14 @@ static void test_stream_zero_consumer(void **state) {
 typedef struct other_thread {
   gpu_flags *device_flags;
   cudaError_t error;
+  volatile int launched; /* set once its launch call returned */
 } other_thread;
 
 static void *signal_on_stream_zero(void *arg) {
   other_thread *t = arg;
   t->error = cudaSetDevice(0);
   if (t->error == cudaSuccess) t->error = (cudaError_t)gpu_signal(0, t->device_flags);
+  flag_set(&t->launched, 1);
   return NULL;
 }
 
@@ -424,7 +426,10 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   other_thread t = {.device_flags = other_device_flags};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, signal_on_stream_zero, &t), 0);
-  int other_ran = seen_within(&other_flags->signalled, per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
+  /* The window starts once the other launch was made, so that the control's "it waited"
+   * means something. */
+  int other_launched = seen_within(&t.launched, RUNS_SOON_NS);
+  int other_ran = other_launched && seen_within(&other_flags->signalled, per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
   verdict v = world_release(&w, 1);
   pthread_join(thread, NULL); /* only now: its stream 0 outlives nothing it launched */
   CUDA_OK(t.error);
@@ -432,6 +437,7 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   gpu_flags_destroy(other_flags);
   world_free(&w);
   judge("stream 0 dependency", 1, v);
+  if (!other_launched) fail_msg("the other thread did not launch its kernel");
   if (per_thread_build && !other_ran)
     fail_msg("per-thread build: a dependency for this thread's stream 0 held another thread's "
              "default stream: dlsync waited on the legacy default stream");
