@@ -63,7 +63,8 @@ int main(void) {
   if ((error = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
       (error = cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking)) != cudaSuccess ||
       (error = cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking)) != cudaSuccess ||
-      (error = cudaMalloc(&produced, 64)) != cudaSuccess || (error = cudaMalloc(&consumed, 64)) != cudaSuccess) {
+      (error = cudaMalloc(&produced, 64)) != cudaSuccess ||
+      (error = cudaMalloc(&consumed, 64)) != cudaSuccess) {
     fprintf(stderr, "bench_gpu: setting up streams and buffers: %s\n", cudaGetErrorName(error));
     return 1;
   }

@@ -59,12 +59,15 @@ __global__ void check_kernel(const int *data, int count, int seed, const unsigne
   if (wrong != 0) atomicAdd(&mismatches[launch], wrong);
 }
 
-__global__ void count_launch_kernel(unsigned *launch_counter) { *launch_counter += 1; }
+__global__ void count_launch_kernel(unsigned *launch_counter) {
+  *launch_counter += 1;
+}
 
 // Portable: the multi-device suite gates a stream on one GPU and signals from another.
 extern "C" int gpu_flags_create(gpu_flags **host, gpu_flags **device) {
   void *memory = NULL;
-  cudaError_t error = cudaHostAlloc(&memory, sizeof(gpu_flags), cudaHostAllocMapped | cudaHostAllocPortable);
+  cudaError_t error =
+      cudaHostAlloc(&memory, sizeof(gpu_flags), cudaHostAllocMapped | cudaHostAllocPortable);
   if (error != cudaSuccess) return (int)error;
   memset(memory, 0, sizeof(gpu_flags));
   error = cudaHostGetDevicePointer((void **)device, memory, 0);
@@ -76,7 +79,9 @@ extern "C" int gpu_flags_create(gpu_flags **host, gpu_flags **device) {
   return 0;
 }
 
-extern "C" int gpu_flags_destroy(gpu_flags *host) { return (int)cudaFreeHost(host); }
+extern "C" int gpu_flags_destroy(gpu_flags *host) {
+  return (int)cudaFreeHost(host);
+}
 
 extern "C" int gpu_gate(void *stream, gpu_flags *device_flags) {
   gate_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(device_flags);
@@ -88,14 +93,16 @@ extern "C" int gpu_signal(void *stream, gpu_flags *device_flags) {
   return (int)cudaGetLastError();
 }
 
-extern "C" int gpu_produce(void *stream, int *data, int count, int seed, const unsigned *launch_counter) {
+extern "C" int gpu_produce(void *stream, int *data, int count, int seed,
+                           const unsigned *launch_counter) {
   produce_kernel<<<BLOCKS, THREADS, 0, (cudaStream_t)stream>>>(data, count, seed, launch_counter);
   return (int)cudaGetLastError();
 }
 
-extern "C" int gpu_check(void *stream, const int *data, int count, int seed, const unsigned *launch_counter,
-                         unsigned long long *mismatches) {
-  check_kernel<<<BLOCKS, THREADS, 0, (cudaStream_t)stream>>>(data, count, seed, launch_counter, mismatches);
+extern "C" int gpu_check(void *stream, const int *data, int count, int seed,
+                         const unsigned *launch_counter, unsigned long long *mismatches) {
+  check_kernel<<<BLOCKS, THREADS, 0, (cudaStream_t)stream>>>(data, count, seed, launch_counter,
+                                                             mismatches);
   return (int)cudaGetLastError();
 }
 

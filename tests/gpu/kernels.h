@@ -40,7 +40,8 @@ int gpu_signal(void *stream, gpu_flags *device_flags);
  * Never equal to GPU_STALE, the value buffers start with.
  */
 #define GPU_STALE (-1)
-#define GPU_EXPECTED(seed, launch, i) ((int)(((unsigned)(seed) * 7919u + (unsigned)(launch) * 104729u + (unsigned)(i)) & 0x7fffffffu))
+#define GPU_EXPECTED(seed, launch, i) \
+  ((int)(((unsigned)(seed)*7919u + (unsigned)(launch)*104729u + (unsigned)(i)) & 0x7fffffffu))
 
 /*
  * data[i] = GPU_EXPECTED(seed, launch, i), where launch is *launch_counter (device

@@ -59,19 +59,19 @@ static char no_device[256];
 static int device_count;
 static atomic_int ordered_runs, control_runs, controls_raced;
 
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t error_ = (call);                                                        \
-    if (error_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorName(error_));     \
+#define CUDA_OK(call)                                                               \
+  do {                                                                              \
+    cudaError_t error_ = (call);                                                    \
+    if (error_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorName(error_)); \
   } while (0)
-#define KERNEL_OK(call)                                                                 \
-  do {                                                                                  \
-    int error_ = (call);                                                                \
+#define KERNEL_OK(call)                                                                \
+  do {                                                                                 \
+    int error_ = (call);                                                               \
     if (error_ != 0) fail_msg("%s: %s", #call, cudaGetErrorName((cudaError_t)error_)); \
   } while (0)
-#define DL_OK(call)                                                                     \
-  do {                                                                                  \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());          \
+#define DL_OK(call)                                                            \
+  do {                                                                         \
+    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error()); \
   } while (0)
 
 /* The name a runtime function has in this build (the HIP one under DL_SYNC_TEST_HIP). */
@@ -105,7 +105,9 @@ static void flag_set(volatile int *flag, int value) {
 static dl_sync_stream on_device(int device, void *stream) {
   return dl_sync_stream_view((DLDevice){GPU_DEVICE_TYPE, device}, stream);
 }
-static dl_sync_stream on(void *stream) { return on_device(0, stream); }
+static dl_sync_stream on(void *stream) {
+  return on_device(0, stream);
+}
 
 /* A producer stream a, a consumer stream b, a buffer, per-launch mismatch counters and
  * the gate's flags. */
@@ -220,9 +222,10 @@ static void judge(const char *what, int ordered, verdict v) {
     atomic_fetch_add(&control_runs, 1);
     atomic_fetch_add(&controls_raced, v.raced && v.mismatches == COUNT);
     if (!v.raced || v.mismatches != COUNT)
-      fail_msg("%s, control without the dependency: expected the race every time, saw %s and "
-               "%llu of %d stale values", what, v.raced ? "it finish early" : "it wait", v.mismatches,
-               COUNT);
+      fail_msg(
+          "%s, control without the dependency: expected the race every time, saw %s and "
+          "%llu of %d stale values",
+          what, v.raced ? "it finish early" : "it wait", v.mismatches, COUNT);
   }
 }
 
@@ -248,7 +251,8 @@ static void run_exchange(const char *what, exchange_fn exchange) {
   unsigned long long mismatches = 0;
   CUDA_OK(cudaMemcpy(&mismatches, w.mismatches, sizeof mismatches, cudaMemcpyDeviceToHost));
   world_free(&w);
-  if (mismatches != 0) fail_msg("%s: %llu wrong values in %d ungated runs", what, mismatches, UNGATED);
+  if (mismatches != 0)
+    fail_msg("%s: %llu wrong values in %d ungated runs", what, mismatches, UNGATED);
   atomic_fetch_add(&ordered_runs, UNGATED);
 }
 
@@ -292,7 +296,9 @@ static void exchange_n0(world *w, int ordered, int seed) {
 }
 
 /* N1: an event carried by the tensor, recorded at export, waited on by the consumer. */
-static void tensor_deleter(DLManagedTensorVersioned *t) { (void)t; }
+static void tensor_deleter(DLManagedTensorVersioned *t) {
+  (void)t;
+}
 
 static void exchange_n1(world *w, int ordered, int seed) {
   DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
@@ -429,7 +435,8 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   /* The window starts once the other launch was made, so that the control's "it waited"
    * means something. */
   int other_launched = seen_within(&t.launched, RUNS_SOON_NS);
-  int other_ran = other_launched && seen_within(&other_flags->signalled, per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
+  int other_ran = other_launched && seen_within(&other_flags->signalled,
+                                                per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
   verdict v = world_release(&w, 1);
   pthread_join(thread, NULL); /* only now: its stream 0 outlives nothing it launched */
   CUDA_OK(t.error);
@@ -439,12 +446,14 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
   judge("stream 0 dependency", 1, v);
   if (!other_launched) fail_msg("the other thread did not launch its kernel");
   if (per_thread_build && !other_ran)
-    fail_msg("per-thread build: a dependency for this thread's stream 0 held another thread's "
-             "default stream: dlsync waited on the legacy default stream");
+    fail_msg(
+        "per-thread build: a dependency for this thread's stream 0 held another thread's "
+        "default stream: dlsync waited on the legacy default stream");
   if (!per_thread_build && other_ran)
     fail_msg("legacy build: another thread's stream 0 ran past this thread's dependency");
-  print_message("%s build: another thread's stream 0 %s\n", DL_SYNC_TEST_VARIANT,
-                other_ran ? "ran while the dependency waited" : "waited with it (one legacy stream)");
+  print_message(
+      "%s build: another thread's stream 0 %s\n", DL_SYNC_TEST_VARIANT,
+      other_ran ? "ran while the dependency waited" : "waited with it (one legacy stream)");
 }
 
 /* Producer on device 0, consumer on device 1 reading device 0's memory (peer access). */
@@ -518,7 +527,8 @@ static int capture_fork_join(capture_job *job, world *w, cudaEvent_t fork, cudaG
   int failed = 0;
   cudaError_t e = cudaStreamBeginCapture(w->a, job->mode);
   if (e != cudaSuccess) return job_fail(job, "cudaStreamBeginCapture", e);
-  if ((e = cudaEventRecord(fork, w->a)) != cudaSuccess || (e = cudaStreamWaitEvent(w->b, fork, 0)) != cudaSuccess)
+  if ((e = cudaEventRecord(fork, w->a)) != cudaSuccess ||
+      (e = cudaStreamWaitEvent(w->b, fork, 0)) != cudaSuccess)
     failed = job_fail(job, "fork", e);
   if (!failed && ((e = gpu_gate(w->a, w->device_flags)) != 0 ||
                   (e = gpu_produce(w->a, w->data, COUNT, 5, w->launch)) != 0))
@@ -530,7 +540,8 @@ static int capture_fork_join(capture_job *job, world *w, cudaEvent_t fork, cudaG
     failed = job_fail(job, "consumer", e);
   if (!failed && dl_sync_push_dep(on(w->b), on(w->a)) != DL_SYNC_OK) /* the join */
     failed = job_fail(job, "dl_sync_push_dep(b, a) joining the capture", 0);
-  if (!failed && (e = gpu_count_launch(w->a, w->launch)) != 0) failed = job_fail(job, "launch counter", e);
+  if (!failed && (e = gpu_count_launch(w->a, w->launch)) != 0)
+    failed = job_fail(job, "launch counter", e);
   e = cudaStreamEndCapture(w->a, graph);
   if (!failed && e != cudaSuccess) failed = job_fail(job, "cudaStreamEndCapture", e);
   return failed;
@@ -556,7 +567,8 @@ static void *run_capture_job(void *arg) {
   cudaError_t e;
   if (!failed && (e = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
     failed = job_fail(job, "cudaGraphInstantiate", e);
-  for (int launch = 0; !failed && launch < GRAPH_GATED + (job->ordered ? GRAPH_UNGATED : 0); launch++) {
+  for (int launch = 0; !failed && launch < GRAPH_GATED + (job->ordered ? GRAPH_UNGATED : 0);
+       launch++) {
     int gated = launch < GRAPH_GATED;
     w.flags->signalled = 0;
     flag_set(&w.flags->open, !gated);
@@ -565,11 +577,13 @@ static void *run_capture_job(void *arg) {
       break;
     }
     if (!gated) continue;
-    job->raced[launch] = seen_within(&w.flags->signalled, job->ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
+    job->raced[launch] =
+        seen_within(&w.flags->signalled, job->ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
     flag_set(&w.flags->open, 1);
     if ((e = cudaStreamSynchronize(launcher)) != cudaSuccess) failed = job_fail(job, "replay", e);
   }
-  if (!failed && (e = cudaStreamSynchronize(launcher)) != cudaSuccess) failed = job_fail(job, "replays", e);
+  if (!failed && (e = cudaStreamSynchronize(launcher)) != cudaSuccess)
+    failed = job_fail(job, "replays", e);
   if (!failed && (e = cudaMemcpy(job->mismatches, w.mismatches, sizeof job->mismatches,
                                  cudaMemcpyDeviceToHost)) != cudaSuccess)
     failed = job_fail(job, "reading the counters", e);
@@ -584,14 +598,16 @@ static void *run_capture_job(void *arg) {
 }
 
 static const char *mode_name(enum cudaStreamCaptureMode mode) {
-  return mode == cudaStreamCaptureModeGlobal ? "global" : mode == cudaStreamCaptureModeThreadLocal ? "thread-local" : "relaxed";
+  return mode == cudaStreamCaptureModeGlobal        ? "global"
+         : mode == cudaStreamCaptureModeThreadLocal ? "thread-local"
+                                                    : "relaxed";
 }
 
 static void test_capture_fork_join_in_every_mode(void **state) {
   (void)state;
   skip_without_device();
-  const enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
-                                              cudaStreamCaptureModeRelaxed};
+  const enum cudaStreamCaptureMode modes[] = {
+      cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
   for (int m = 0; m < 3; m++) {
     for (int ordered = 0; ordered <= 1; ordered++) {
       capture_job jobs[CAPTURE_THREADS];
@@ -606,19 +622,22 @@ static void test_capture_fork_join_in_every_mode(void **state) {
       pthread_barrier_destroy(&barrier);
       for (int t = 0; t < CAPTURE_THREADS; t++) {
         capture_job *job = &jobs[t];
-        if (job->failure[0] != '\0') fail_msg("capture %s, thread %d: %s", mode_name(modes[m]), t, job->failure);
+        if (job->failure[0] != '\0')
+          fail_msg("capture %s, thread %d: %s", mode_name(modes[m]), t, job->failure);
         int launches = GRAPH_GATED + (ordered ? GRAPH_UNGATED : 0);
         for (int launch = 0; launch < launches; launch++) {
           verdict v = {.mismatches = job->mismatches[launch]};
           if (launch >= GRAPH_GATED) { /* ungated replays: ordered only */
             if (v.mismatches != 0)
-              fail_msg("capture %s, thread %d, replay %d: %llu wrong values", mode_name(modes[m]), t, launch, v.mismatches);
+              fail_msg("capture %s, thread %d, replay %d: %llu wrong values", mode_name(modes[m]),
+                       t, launch, v.mismatches);
             atomic_fetch_add(&ordered_runs, 1);
             continue;
           }
           v.raced = job->raced[launch];
           char what[96];
-          snprintf(what, sizeof what, "capture %s, thread %d, gated replay %d", mode_name(modes[m]), t, launch);
+          snprintf(what, sizeof what, "capture %s, thread %d, gated replay %d", mode_name(modes[m]),
+                   t, launch);
           judge(what, ordered, v);
         }
       }
@@ -701,7 +720,8 @@ static void *run_worker(void *arg) {
     k->failures += dl_sync_push_dep(on(w.b), on(w.a)) != DL_SYNC_OK; /* before the next write */
   }
   k->failures += cudaStreamSynchronize(w.b) != cudaSuccess;
-  k->failures += cudaMemcpy(&k->mismatches, w.mismatches, sizeof k->mismatches, cudaMemcpyDeviceToHost) != cudaSuccess;
+  k->failures += cudaMemcpy(&k->mismatches, w.mismatches, sizeof k->mismatches,
+                            cudaMemcpyDeviceToHost) != cudaSuccess;
   world_free(&w);
   return NULL;
 }
@@ -722,14 +742,15 @@ static void test_eight_threads_share_the_event_pool(void **state) {
   atomic_fetch_add(&ordered_runs, 8 * 100);
   dl_sync_pool_stats stats;
   DL_OK(dl_sync_pool_stats_get(GPU_BACKEND(), 0, &stats));
-  print_message("8 threads: %llu dependencies, %llu events created\n", (unsigned long long)stats.acquired,
-                (unsigned long long)stats.created);
+  print_message("8 threads: %llu dependencies, %llu events created\n",
+                (unsigned long long)stats.acquired, (unsigned long long)stats.created);
 }
 
 int main(void) {
   cudaError_t error = cudaGetDeviceCount(&device_count);
   if (error != cudaSuccess || device_count == 0)
-    snprintf(no_device, sizeof no_device, "no " GPU_RUNTIME_NAME " device: [%s][%s] %s", NAME_OF(cudaGetDeviceCount),
+    snprintf(no_device, sizeof no_device, "no " GPU_RUNTIME_NAME " device: [%s][%s] %s",
+             NAME_OF(cudaGetDeviceCount),
              error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
              error != cudaSuccess ? cudaGetErrorString(error) : "");
   const struct CMUnitTest tests[] = {
@@ -739,10 +760,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_legacy_default_stream_consumer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_thread_default_stream_consumer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_zero_consumer, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_stream_zero_dependency_holds_only_its_own_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_zero_dependency_holds_only_its_own_stream, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_two_devices, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_fork_join_in_every_mode, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_capturing_consumer_gets_an_external_wait, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capturing_consumer_gets_an_external_wait, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_capture_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_eight_threads_share_the_event_pool, setup, teardown),
   };
@@ -753,8 +776,9 @@ int main(void) {
     cudaDriverGetVersion(&driver);
     for (int d = 0; d < device_count; d++)
       if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
-        printf("device %d: %s, sm_%d%d, CUDA runtime %d.%d, driver supports %d.%d\n", d, prop.name, prop.major,
-               prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
+        printf("device %d: %s, sm_%d%d, CUDA runtime %d.%d, driver supports %d.%d\n", d, prop.name,
+               prop.major, prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000,
+               driver % 1000 / 10);
   }
   int failed = cmocka_run_group_tests_name("gpu_ordering_" DL_SYNC_TEST_VARIANT, tests, NULL, NULL);
   if (no_device[0] != '\0') {
@@ -762,7 +786,10 @@ int main(void) {
     return failed == 0 ? EXIT_SKIPPED : failed;
   }
   /* One line gpu-check.sh reads. */
-  printf("gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race %d\n",
-         DL_SYNC_TEST_VARIANT, atomic_load(&ordered_runs), atomic_load(&control_runs), atomic_load(&controls_raced));
+  printf(
+      "gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race "
+      "%d\n",
+      DL_SYNC_TEST_VARIANT, atomic_load(&ordered_runs), atomic_load(&control_runs),
+      atomic_load(&controls_raced));
   return failed;
 }
