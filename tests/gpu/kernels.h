@@ -29,7 +29,8 @@ int gpu_flags_destroy(gpu_flags *host);
  * Holds `stream` until flags->open != 0, or for at most about GPU_GATE_LIMIT_CYCLES
  * GPU clock cycles (then counts a timeout and lets the stream go).
  */
-#define GPU_GATE_LIMIT_CYCLES 4000000000LL
+#define GPU_GATE_LIMIT_CYCLES \
+  20000000000LL /* about 10 s at 2 GHz: above every hold of the suites */
 int gpu_gate(void *stream, gpu_flags *device_flags);
 
 /* Sets flags->signalled once every earlier operation of `stream` has finished. */
