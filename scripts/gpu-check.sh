@@ -80,6 +80,7 @@ if step build; then
   configure=(cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_WITH_HIP=$hip
              -DDL_SYNC_BUILD_BENCH=ON -DDL_SYNC_BUILD_PYTHON=OFF)
   if [ -x "$cuda_root/bin/nvcc" ]; then
+    echo "nvcc: $("$cuda_root/bin/nvcc" --version | grep -E '^Cuda compilation tools')"
     configure+=(-DDL_SYNC_WITH_CUDA=ON -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
   else
     echo "nvcc: not found under $cuda_root (set CUDAToolkit_ROOT)"
