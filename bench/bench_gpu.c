@@ -44,7 +44,7 @@ static double run(strategy s, cudaStream_t a, cudaStream_t b, void *produced, vo
     if (synchronize(s, a, b) != 0) return -1;
     cudaMemsetAsync(consumed, i & 0xff, 64, b);
   }
-  cudaDeviceSynchronize();
+  if (cudaDeviceSynchronize() != cudaSuccess) return -1;
   return (now_s() - start) / count * 1e6;
 }
 
@@ -52,24 +52,33 @@ int main(void) {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
   if (error != cudaSuccess || devices == 0) {
-    printf("skipped\t0\tno CUDA device (%s)\n", error != cudaSuccess ? cudaGetErrorName(error) : "0 devices");
+    printf("skipped\t0\tno CUDA device: [cudaGetDeviceCount][%s] %s\n",
+           error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
+           error != cudaSuccess ? cudaGetErrorString(error) : "");
     return 0;
   }
   struct cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  printf("device\t0\t%s\n", prop.name);
   cudaStream_t a, b;
   void *produced, *consumed;
-  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
-  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
-  cudaMalloc(&produced, 64);
-  cudaMalloc(&consumed, 64);
+  if ((error = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+      (error = cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking)) != cudaSuccess ||
+      (error = cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking)) != cudaSuccess ||
+      (error = cudaMalloc(&produced, 64)) != cudaSuccess ||
+      (error = cudaMalloc(&consumed, 64)) != cudaSuccess) {
+    fprintf(stderr, "bench_gpu: setting up streams and buffers: %s\n", cudaGetErrorName(error));
+    return 1;
+  }
+  printf("device\t0\t%s\n", prop.name);
   static const char *names[] = {"gpu: pooled event (dlsync)", "gpu: fresh event per exchange",
                                 "gpu: host synchronization"};
   double us[3];
   for (int s = POOLED; s <= HOST_SYNC; s++) {
     run((strategy)s, a, b, produced, consumed, WARMUP);
     us[s] = run((strategy)s, a, b, produced, consumed, EXCHANGES);
+    if (us[s] < 0) {
+      fprintf(stderr, "bench_gpu: %s failed: %s\n", names[s], dl_sync_last_error());
+      return 1;
+    }
     printf("%s\t%.3f\tus/exchange\n", names[s], us[s]);
   }
   printf("gpu: fresh event / pooled event\t%.2f\tratio\n", us[FRESH_EVENT] / us[POOLED]);

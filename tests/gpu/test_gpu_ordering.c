@@ -1,73 +1,347 @@
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep, pthread_barrier */
 /*
- * The ordering rules on a real CUDA device, with kernels: a producer that spins, then
- * writes a pattern, and a consumer that counts mismatches. Every scenario with dlsync must
- * see 0 mismatches; the negative control without the dependency must see some (retried
- * with longer delays, and reported as inconclusive rather than passed).
+ * The ordering rules on a real CUDA or ROCm device (see gpu_runtime.h), with kernels and
+ * deterministic negative controls.
+ *
+ * Every ordering scenario runs gated: a gate kernel holds the producer's stream on a
+ * host-mapped flag until the host has enqueued the consumer and then given the consumer a
+ * window to run. A consumer that is not ordered after the producer therefore always reads
+ * the stale buffer and signals the host while the gate is still closed (a control run:
+ * it must observe the race every time); an ordered consumer never can (an ordered run:
+ * no signal while closed, no wrong value). The gate gives up after a bounded spin, so a
+ * broken gate fails the suite instead of hanging it.
+ *
+ * Built twice per runtime: with the legacy default stream, and with kernels built by nvcc
+ * --default-stream per-thread (hipcc -fgpu-default-stream=per-thread) and this file compiled
+ * with CUDA_API_PER_THREAD_DEFAULT_STREAM (GPU_PER_THREAD_BUILD), where stream 0 is the
+ * calling thread's default stream and is passed to dlsync as a user of that build would:
+ * dl_sync_stream_view(device, 0).
  * Without a device every test is skipped with the runtime's reason (exit 77).
- * Built twice: as is, and with CUDA_API_PER_THREAD_DEFAULT_STREAM (stream 0 is then the
- * per-thread default stream in this file's own calls).
  */
-#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "gpu_runtime.h"
 #include "kernels.h"
 
-enum { COUNT = 1 << 16, EXIT_SKIPPED = 77 };
-static const long long DELAY = 200000; /* GPU cycles before the producer writes */
+#ifndef DL_SYNC_TEST_VARIANT
+#define DL_SYNC_TEST_VARIANT "legacy"
+#endif
+
+enum {
+  COUNT = 1 << 16,
+  EXIT_SKIPPED = 77,
+  SLOTS = 64,         /* per-launch mismatch counters of a graph */
+  ORDERED_GATED = 3,  /* gated runs with the dependency, per scenario */
+  CONTROL_GATED = 2,  /* gated runs without it, per scenario */
+  UNGATED = 50,       /* ordered runs back to back: the event pool's steady state */
+  GRAPH_GATED = 3,    /* gated replays per graph */
+  GRAPH_UNGATED = 40, /* replays with the gate left open */
+  CAPTURE_THREADS = 2 /* threads capturing concurrently, per capture mode */
+};
+/* How long an ordered run keeps the gate closed: a consumer that dlsync left unordered
+ * would finish in it (microseconds); an ordered one cannot run in it at all. */
+static const long long RACE_WINDOW_NS = 20 * 1000 * 1000LL;
+/* Bound on waits that end as soon as the awaited kernel has run: a control's consumer, a
+ * launch that nothing holds. Never reached when the kernel can run. */
+static const long long RUNS_SOON_NS = 2 * 1000 * 1000 * 1000LL;
 
 static char no_device[256];
+static int device_count;
+static atomic_int ordered_runs, control_runs, controls_raced;
 
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t error_ = (call);                                                        \
-    if (error_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorName(error_));     \
+#define CUDA_OK(call)                                                               \
+  do {                                                                              \
+    cudaError_t error_ = (call);                                                    \
+    if (error_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorName(error_)); \
   } while (0)
-#define DL_OK(call)                                                                     \
-  do {                                                                                  \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());          \
+#define KERNEL_OK(call)                                                                \
+  do {                                                                                 \
+    int error_ = (call);                                                               \
+    if (error_ != 0) fail_msg("%s: %s", #call, cudaGetErrorName((cudaError_t)error_)); \
+  } while (0)
+#define DL_OK(call)                                                            \
+  do {                                                                         \
+    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error()); \
   } while (0)
 
+/* The name a runtime function has in this build (the HIP one under DL_SYNC_TEST_HIP). */
+#define NAME_OF(function) NAME_OF_EXPANDED(function)
+#define NAME_OF_EXPANDED(function) #function
+
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Polls a flag a kernel sets; returns whether it was seen within limit_ns. */
+static int seen_within(volatile int *flag, long long limit_ns) {
+  long long end = now_ns() + limit_ns;
+  struct timespec pause = {0, 10000};
+  while (*flag == 0) {
+    if (now_ns() > end) return 0;
+    nanosleep(&pause, NULL);
+  }
+  atomic_thread_fence(memory_order_acquire);
+  return 1;
+}
+
+static void flag_set(volatile int *flag, int value) {
+  atomic_thread_fence(memory_order_release);
+  *flag = value;
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+static dl_sync_stream on_device(int device, void *stream) {
+  return dl_sync_stream_view((DLDevice){GPU_DEVICE_TYPE, device}, stream);
+}
+static dl_sync_stream on(void *stream) {
+  return on_device(0, stream);
+}
+
+/* A producer stream a, a consumer stream b, a buffer, per-launch mismatch counters and
+ * the gate's flags. */
 typedef struct world {
   cudaStream_t a, b;
   int *data;
+  unsigned *launch;
   unsigned long long *mismatches;
+  gpu_flags *flags, *device_flags;
 } world;
 
-static void world_make(world *w) {
-  CUDA_OK(cudaStreamCreateWithFlags(&w->a, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamCreateWithFlags(&w->b, cudaStreamNonBlocking));
-  CUDA_OK(cudaMalloc((void **)&w->data, COUNT * sizeof(int)));
-  CUDA_OK(cudaMalloc((void **)&w->mismatches, sizeof *w->mismatches));
-  CUDA_OK(cudaMemset(w->data, 0xff, COUNT * sizeof(int)));
-  CUDA_OK(cudaMemset(w->mismatches, 0, sizeof *w->mismatches));
-  CUDA_OK(cudaDeviceSynchronize());
+/* The gates of the worlds alive, so that a test that fails while one is closed (cmocka
+ * leaves the test at the failed check) does not leave its streams held: teardown opens
+ * them all. */
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpu_flags *gates[16]; /* more worlds than this at once never hold a gate */
+
+static void gate_register(gpu_flags *flags, gpu_flags *replaced) {
+  pthread_mutex_lock(&gates_lock);
+  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
+    if (gates[i] == replaced) {
+      gates[i] = flags;
+      break;
+    }
+  pthread_mutex_unlock(&gates_lock);
 }
 
-static unsigned long long world_end(world *w) {
-  unsigned long long mismatches = 0;
-  CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(&mismatches, w->mismatches, sizeof mismatches, cudaMemcpyDeviceToHost));
+static int teardown(void **state) {
+  (void)state;
+  if (no_device[0] != '\0') return 0;
+  pthread_mutex_lock(&gates_lock);
+  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
+    if (gates[i] != NULL) flag_set(&gates[i]->open, 1);
+  pthread_mutex_unlock(&gates_lock);
+  cudaSetDevice(0);
+  cudaDeviceSynchronize();
+  return 0;
+}
+
+static int world_make(world *w) {
+  *w = (world){0};
+  int ok = cudaStreamCreateWithFlags(&w->a, cudaStreamNonBlocking) == cudaSuccess &&
+           cudaStreamCreateWithFlags(&w->b, cudaStreamNonBlocking) == cudaSuccess &&
+           cudaMalloc((void **)&w->data, COUNT * sizeof(int)) == cudaSuccess &&
+           cudaMalloc((void **)&w->launch, sizeof *w->launch) == cudaSuccess &&
+           cudaMalloc((void **)&w->mismatches, SLOTS * sizeof *w->mismatches) == cudaSuccess &&
+           gpu_flags_create(&w->flags, &w->device_flags) == 0 &&
+           cudaMemset(w->launch, 0, sizeof *w->launch) == cudaSuccess &&
+           cudaDeviceSynchronize() == cudaSuccess;
+  if (w->flags != NULL) gate_register(w->flags, NULL);
+  return ok ? 0 : -1;
+}
+
+static void world_free(world *w) {
+  cudaStreamSynchronize(w->a);
+  cudaStreamSynchronize(w->b);
   cudaFree(w->data);
+  cudaFree(w->launch);
   cudaFree(w->mismatches);
+  if (w->flags != NULL) {
+    gate_register(NULL, w->flags);
+    gpu_flags_destroy(w->flags);
+  }
   cudaStreamDestroy(w->a);
   cudaStreamDestroy(w->b);
-  return mismatches;
 }
 
-static dl_sync_stream on(void *stream) { return dl_sync_stream_view((DLDevice){kDLCUDA, 0}, stream); }
+/* The buffer back to stale values, the counters to zero, the gate closed. No gate is held
+ * when this runs. */
+static cudaError_t world_reset(world *w, int gate_open) {
+  cudaError_t error = cudaMemset(w->data, 0xff, COUNT * sizeof(int)); /* GPU_STALE */
+  if (error == cudaSuccess) error = cudaMemset(w->mismatches, 0, SLOTS * sizeof *w->mismatches);
+  if (error == cudaSuccess) error = cudaMemset(w->launch, 0, sizeof *w->launch);
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
+  w->flags->signalled = 0;
+  flag_set(&w->flags->open, gate_open);
+  return error;
+}
+
+/* What a gated run saw. */
+typedef struct verdict {
+  int raced;                     /* the consumer finished while the producer was held */
+  unsigned long long mismatches; /* wrong values it read */
+  int gate_timeouts;
+  cudaError_t error;
+} verdict;
+
+/* After the consumer was enqueued: wait for its signal while the gate holds the producer
+ * (a control's consumer always comes; an ordered run waits out the window), open the gate,
+ * collect. */
+static verdict world_release(world *w, int ordered) {
+  verdict v = {0};
+  v.raced = seen_within(&w->flags->signalled, ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
+  flag_set(&w->flags->open, 1);
+  v.error = cudaDeviceSynchronize(); /* every stream the consumer may have used */
+  if (v.error == cudaSuccess)
+    v.error = cudaMemcpy(&v.mismatches, w->mismatches, sizeof v.mismatches, cudaMemcpyDeviceToHost);
+  v.gate_timeouts = w->flags->gate_timeouts;
+  return v;
+}
+
+/* Counts the run and fails unless it saw what its kind must see. */
+static void judge(const char *what, int ordered, verdict v) {
+  if (v.error != cudaSuccess) fail_msg("%s: %s", what, cudaGetErrorName(v.error));
+  if (v.gate_timeouts != 0) fail_msg("%s: the gate timed out (the host never opened it)", what);
+  if (ordered) {
+    atomic_fetch_add(&ordered_runs, 1);
+    if (v.raced || v.mismatches != 0)
+      fail_msg("%s: the consumer ran before the producer (%s, %llu wrong values)", what,
+               v.raced ? "finished while the producer was held" : "after it", v.mismatches);
+  } else {
+    atomic_fetch_add(&control_runs, 1);
+    atomic_fetch_add(&controls_raced, v.raced && v.mismatches == COUNT);
+    if (!v.raced || v.mismatches != COUNT)
+      fail_msg(
+          "%s, control without the dependency: expected the race every time, saw %s and "
+          "%llu of %d stale values",
+          what, v.raced ? "it finish early" : "it wait", v.mismatches, COUNT);
+  }
+}
+
+/* An exchange: the producer writes on w->a after the gate, the consumer reads and signals.
+ * With ordered == 0 the scenario leaves out exactly the dlsync calls it tests. */
+typedef void (*exchange_fn)(world *w, int ordered, int seed);
+
+static void run_exchange(const char *what, exchange_fn exchange) {
+  world w;
+  if (world_make(&w) != 0) fail_msg("%s: could not set up streams and buffers", what);
+  for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
+    int ordered = run >= CONTROL_GATED;
+    CUDA_OK(world_reset(&w, 0));
+    KERNEL_OK(gpu_gate(w.a, w.device_flags));
+    exchange(&w, ordered, run);
+    judge(what, ordered, world_release(&w, ordered));
+  }
+  CUDA_OK(world_reset(&w, 1));
+  for (int run = 0; run < UNGATED; run++) {
+    exchange(&w, 1, 100 + run);
+    CUDA_OK(cudaDeviceSynchronize()); /* the next producer must not overwrite a read */
+  }
+  unsigned long long mismatches = 0;
+  CUDA_OK(cudaMemcpy(&mismatches, w.mismatches, sizeof mismatches, cudaMemcpyDeviceToHost));
+  world_free(&w);
+  if (mismatches != 0)
+    fail_msg("%s: %llu wrong values in %d ungated runs", what, mismatches, UNGATED);
+  atomic_fetch_add(&ordered_runs, UNGATED);
+}
+
+static void consume(world *w, cudaStream_t consumer, int seed) {
+  KERNEL_OK(gpu_check(consumer, w->data, COUNT, seed, NULL, w->mismatches));
+  KERNEL_OK(gpu_signal(consumer, w->device_flags));
+}
+
+/* Stream argument: the consumer passes its stream to the producer's __dlpack__. */
+static void exchange_stream_argument(world *w, int ordered, int seed) {
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  if (ordered) {
+    dl_sync_stream_arg arg;
+    DL_OK(dl_sync_stream_to_arg(on(w->b), &arg));
+    DL_OK(dl_sync_export(on(w->a), arg));
+  }
+  consume(w, w->b, seed);
+}
+
+/* N0: the consumer asks the producer's exchange table for its current work stream and
+ * runs there; the control runs on its own stream instead. */
+static _Thread_local cudaStream_t producer_current_stream;
+static int current_work_stream(DLDeviceType type, int32_t id, void **out) {
+  (void)type;
+  (void)id;
+  *out = producer_current_stream;
+  return 0;
+}
+
+static void exchange_n0(world *w, int ordered, int seed) {
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  cudaStream_t consumer = w->b;
+  if (ordered) {
+    producer_current_stream = w->a;
+    DLPackExchangeAPI api = {.header = {{1, 3}, NULL}, .current_work_stream = current_work_stream};
+    dl_sync_stream stream;
+    DL_OK(dl_sync_stream_from_exchange_api(&api, (DLDevice){GPU_DEVICE_TYPE, 0}, &stream));
+    consumer = (cudaStream_t)stream.handle;
+  }
+  consume(w, consumer, seed);
+}
+
+/* N1: an event carried by the tensor, recorded at export, waited on by the consumer. */
+static void tensor_deleter(DLManagedTensorVersioned *t) {
+  (void)t;
+}
+
+static void exchange_n1(world *w, int ordered, int seed) {
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor = (DLTensor){.data = w->data, .device = {GPU_DEVICE_TYPE, 0}, .ndim = 1};
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  if (ordered) {
+    DL_OK(dl_sync_tensor_record(&tensor, on(w->a)));
+    DL_OK(dl_sync_tensor_wait(&tensor, on(w->b)));
+  }
+  consume(w, w->b, seed);
+  tensor.deleter(&tensor);
+}
+
+/* stream=None: the legacy default stream (ROCm: the null stream). */
+static void exchange_legacy_consumer(world *w, int ordered, int seed) {
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  if (ordered) DL_OK(dl_sync_export(on(w->a), dl_sync_stream_arg_none()));
+  consume(w, cudaStreamLegacy, seed);
+}
+
+/* stream=2: the calling thread's per-thread default stream. ROCm has no stream argument for
+ * it, so there the consumer names it to dlsync directly. */
+static void exchange_per_thread_consumer(world *w, int ordered, int seed) {
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+#ifdef DL_SYNC_TEST_HIP
+  if (ordered) DL_OK(dl_sync_push_dep(on(w->a), on(cudaStreamPerThread)));
+#else
+  if (ordered) DL_OK(dl_sync_export(on(w->a), dl_sync_stream_arg_int(2)));
+#endif
+  consume(w, cudaStreamPerThread, seed);
+}
+
+/* Handle 0, what this build calls its default stream, given to dl_sync_stream_view. */
+static void exchange_stream_zero_consumer(world *w, int ordered, int seed) {
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  if (ordered) DL_OK(dl_sync_push_dep(on(w->a), on(0)));
+  consume(w, 0, seed);
+}
 
 static int setup(void **state) {
   (void)state;
   if (no_device[0] != '\0') return 0;
-  dl_sync_set_backend(kDLCUDA, NULL);
+  dl_sync_set_backend(GPU_DEVICE_TYPE, NULL);
   dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
   return 0;
 }
@@ -79,130 +353,342 @@ static void skip_without_device(void) {
   }
 }
 
-static void test_negative_control_without_the_dependency_sees_wrong_values(void **state) {
+static void test_stream_argument(void **state) {
   (void)state;
   skip_without_device();
-  long long delay = DELAY;
-  for (int attempt = 0; attempt < 3; attempt++, delay *= 8) {
-    world w;
-    world_make(&w);
-    for (int i = 0; i < 20; i++) {
-      gpu_produce(w.a, w.data, COUNT, i, delay);
-      gpu_check(w.b, w.data, COUNT, i, w.mismatches); /* no dependency */
-      CUDA_OK(cudaStreamSynchronize(w.b));
-      CUDA_OK(cudaStreamSynchronize(w.a));
-    }
-    unsigned long long mismatches = world_end(&w);
-    print_message("attempt %d, delay %lld cycles: %llu wrong values\n", attempt + 1, delay, mismatches);
-    if (mismatches > 0) return;
-  }
-  fail_msg("inconclusive: the control saw no wrong value even with long delays");
+  run_exchange("stream argument", exchange_stream_argument);
 }
 
-static void test_export_orders_the_consumer(void **state) {
+static void test_n0_current_work_stream(void **state) {
   (void)state;
   skip_without_device();
-  world w;
-  world_make(&w);
-  for (int i = 0; i < 200; i++) {
-    gpu_produce(w.a, w.data, COUNT, i, DELAY);
-    dl_sync_stream_arg arg;
-    DL_OK(dl_sync_stream_to_arg(on(w.b), &arg));
-    DL_OK(dl_sync_export(on(w.a), arg));
-    gpu_check(w.b, w.data, COUNT, i, w.mismatches);
-    DL_OK(dl_sync_push_dep(on(w.b), on(w.a)));
-  }
-  assert_int_equal(world_end(&w), 0);
+  run_exchange("N0 (producer's current work stream)", exchange_n0);
 }
 
-static void test_default_streams(void **state) {
+static void test_n1_per_tensor_event(void **state) {
   (void)state;
   skip_without_device();
-  world w;
-  world_make(&w);
-  for (int i = 0; i < 50; i++) {
-    gpu_produce(w.a, w.data, COUNT, i, DELAY);
-    DL_OK(dl_sync_export(on(w.a), dl_sync_stream_arg_none())); /* the legacy stream */
-    gpu_check(cudaStreamLegacy, w.data, COUNT, i, w.mismatches);
-    DL_OK(dl_sync_push_dep(on(cudaStreamLegacy), on(w.a)));
-    gpu_produce(w.a, w.data, COUNT, i + 1000, DELAY);
-    DL_OK(dl_sync_export(on(w.a), dl_sync_stream_arg_int(2))); /* this thread's stream */
-    gpu_check(cudaStreamPerThread, w.data, COUNT, i + 1000, w.mismatches);
-#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
-    gpu_check(0, w.data, COUNT, i + 1000, w.mismatches); /* 0 is the per-thread stream here */
+  run_exchange("N1 (per-tensor event)", exchange_n1);
+}
+
+static void test_legacy_default_stream_consumer(void **state) {
+  (void)state;
+  skip_without_device();
+#if defined(DL_SYNC_TEST_HIP) && defined(GPU_PER_THREAD_BUILD)
+  print_message("skipped: a HIP per-thread build has no handle for the null stream\n");
+  skip();
 #endif
-    DL_OK(dl_sync_push_dep(on(cudaStreamPerThread), on(w.a)));
-  }
-  assert_int_equal(world_end(&w), 0);
+  run_exchange("legacy default stream consumer (stream=None)", exchange_legacy_consumer);
 }
 
-static void fork_into_capture(cudaStream_t a, cudaStream_t b) {
-  cudaEvent_t fork;
-  CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  CUDA_OK(cudaEventRecord(fork, a));
-  CUDA_OK(cudaStreamWaitEvent(b, fork, 0));
-  CUDA_OK(cudaEventDestroy(fork));
+static void test_per_thread_default_stream_consumer(void **state) {
+  (void)state;
+  skip_without_device();
+  run_exchange("per-thread default stream consumer (stream=2)", exchange_per_thread_consumer);
+}
+
+static void test_stream_zero_consumer(void **state) {
+  (void)state;
+  skip_without_device();
+  run_exchange("stream 0 consumer (" DL_SYNC_TEST_VARIANT " build)", exchange_stream_zero_consumer);
+}
+
+/* Another thread launches a signal on its own stream 0 while this thread's dependency
+ * for its stream 0 waits behind a closed gate. Per-thread build: the other thread's
+ * default stream is independent, so the signal arrives (a dependency put on the legacy
+ * stream instead would hold it, through the legacy stream's implicit synchronization).
+ * Legacy build, the control: stream 0 is the one legacy stream, so it cannot arrive. */
+typedef struct other_thread {
+  gpu_flags *device_flags;
+  cudaError_t error;
+  volatile int launched; /* set once its launch call returned */
+} other_thread;
+
+static void *signal_on_stream_zero(void *arg) {
+  other_thread *t = arg;
+  t->error = cudaSetDevice(0);
+  if (t->error == cudaSuccess) t->error = (cudaError_t)gpu_signal(0, t->device_flags);
+  flag_set(&t->launched, 1);
+  return NULL;
+}
+
+static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) {
+  (void)state;
+  skip_without_device();
+#ifdef GPU_PER_THREAD_BUILD
+  const int per_thread_build = 1;
+#else
+  const int per_thread_build = 0;
+#endif
+  world w;
+  gpu_flags *other_flags, *other_device_flags;
+  if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
+  KERNEL_OK(gpu_flags_create(&other_flags, &other_device_flags));
+  CUDA_OK(world_reset(&w, 0));
+  KERNEL_OK(gpu_gate(w.a, w.device_flags));
+  KERNEL_OK(gpu_produce(w.a, w.data, COUNT, 1, NULL));
+  DL_OK(dl_sync_push_dep(on(w.a), on(0)));
+  consume(&w, 0, 1);
+  other_thread t = {.device_flags = other_device_flags};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, signal_on_stream_zero, &t), 0);
+  /* The window starts once the other launch was made, so that the control's "it waited"
+   * means something. */
+  int other_launched = seen_within(&t.launched, RUNS_SOON_NS);
+  int other_ran = other_launched && seen_within(&other_flags->signalled,
+                                                per_thread_build ? RUNS_SOON_NS : RACE_WINDOW_NS);
+  verdict v = world_release(&w, 1);
+  pthread_join(thread, NULL); /* only now: its stream 0 outlives nothing it launched */
+  CUDA_OK(t.error);
+  CUDA_OK(cudaDeviceSynchronize());
+  gpu_flags_destroy(other_flags);
+  world_free(&w);
+  if (!other_launched) fail_msg("the other thread did not launch its kernel");
+  if (per_thread_build && !other_ran)
+    fail_msg(
+        "per-thread build: a dependency for this thread's stream 0 held another thread's "
+        "default stream: dlsync waited on the legacy default stream");
+  if (!per_thread_build && other_ran)
+    fail_msg("legacy build: another thread's stream 0 ran past this thread's dependency");
+  judge("stream 0 dependency", 1, v);
+  print_message(
+      "%s build: another thread's stream 0 %s\n", DL_SYNC_TEST_VARIANT,
+      other_ran ? "ran while the dependency waited" : "waited with it (one legacy stream)");
+}
+
+/* Producer on device 0, consumer on device 1 reading device 0's memory (peer access). */
+static void test_two_devices(void **state) {
+  (void)state;
+  skip_without_device();
+  int can_access = 0;
+  if (device_count < 2) {
+    print_message("skipped: one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)\n");
+    skip();
+  }
+  CUDA_OK(cudaDeviceCanAccessPeer(&can_access, 1, 0));
+  if (!can_access) {
+    print_message("skipped: device 1 cannot access device 0's memory (no peer access)\n");
+    skip();
+  }
+  CUDA_OK(cudaSetDevice(1));
+  cudaError_t peer = cudaDeviceEnablePeerAccess(0, 0);
+  if (peer != cudaErrorPeerAccessAlreadyEnabled) CUDA_OK(peer);
+  cudaStream_t b1;
+  unsigned long long *mismatches1;
+  CUDA_OK(cudaStreamCreateWithFlags(&b1, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc((void **)&mismatches1, sizeof *mismatches1));
+  CUDA_OK(cudaSetDevice(0));
+  world w;
+  if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
+  for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
+    int ordered = run >= CONTROL_GATED;
+    CUDA_OK(world_reset(&w, 0));
+    CUDA_OK(cudaSetDevice(1));
+    CUDA_OK(cudaMemset(mismatches1, 0, sizeof *mismatches1));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaSetDevice(0));
+    KERNEL_OK(gpu_gate(w.a, w.device_flags));
+    KERNEL_OK(gpu_produce(w.a, w.data, COUNT, run, NULL));
+    if (ordered) DL_OK(dl_sync_push_dep(on_device(0, w.a), on_device(1, b1)));
+    CUDA_OK(cudaSetDevice(1));
+    KERNEL_OK(gpu_check(b1, w.data, COUNT, run, NULL, mismatches1));
+    KERNEL_OK(gpu_signal(b1, w.device_flags));
+    CUDA_OK(cudaSetDevice(0));
+    verdict v = world_release(&w, ordered);
+    CUDA_OK(cudaStreamSynchronize(b1));
+    if (v.error == cudaSuccess)
+      v.error = cudaMemcpy(&v.mismatches, mismatches1, sizeof v.mismatches, cudaMemcpyDeviceToHost);
+    judge("two devices", ordered, v);
+  }
+  world_free(&w);
+  cudaFree(mismatches1);
+  cudaStreamDestroy(b1);
+}
+
+/* Capture: a producer and a consumer forked into one capture, joined by dlsync, a launch
+ * counter bumped at the end; every replay writes and checks that launch's values. */
+typedef struct capture_job {
+  enum cudaStreamCaptureMode mode;
+  int ordered;
+  pthread_barrier_t *barrier;
+  char failure[256];
+  int raced[GRAPH_GATED]; /* per gated replay: the consumer finished while the gate held */
+  unsigned long long mismatches[SLOTS]; /* per replay */
+} capture_job;
+
+static int job_fail(capture_job *job, const char *what, int code) {
+  if (job->failure[0] == '\0')
+    snprintf(job->failure, sizeof job->failure, "%s: %s", what,
+             code > 0 ? cudaGetErrorName((cudaError_t)code) : dl_sync_last_error());
+  return -1;
+}
+
+static int capture_fork_join(capture_job *job, world *w, cudaEvent_t fork, cudaGraph_t *graph) {
+  int failed = 0;
+  cudaError_t e = cudaStreamBeginCapture(w->a, job->mode);
+  if (e != cudaSuccess) return job_fail(job, "cudaStreamBeginCapture", e);
+  if ((e = cudaEventRecord(fork, w->a)) != cudaSuccess ||
+      (e = cudaStreamWaitEvent(w->b, fork, 0)) != cudaSuccess)
+    failed = job_fail(job, "fork", e);
+  if (!failed && ((e = gpu_gate(w->a, w->device_flags)) != 0 ||
+                  (e = gpu_produce(w->a, w->data, COUNT, 5, w->launch)) != 0))
+    failed = job_fail(job, "producer", e);
+  if (!failed && job->ordered && dl_sync_push_dep(on(w->a), on(w->b)) != DL_SYNC_OK)
+    failed = job_fail(job, "dl_sync_push_dep(a, b) in the capture", 0);
+  if (!failed && ((e = gpu_check(w->b, w->data, COUNT, 5, w->launch, w->mismatches)) != 0 ||
+                  (e = gpu_signal(w->b, w->device_flags)) != 0))
+    failed = job_fail(job, "consumer", e);
+  if (!failed && dl_sync_push_dep(on(w->b), on(w->a)) != DL_SYNC_OK) /* the join */
+    failed = job_fail(job, "dl_sync_push_dep(b, a) joining the capture", 0);
+  if (!failed && (e = gpu_count_launch(w->a, w->launch)) != 0)
+    failed = job_fail(job, "launch counter", e);
+  e = cudaStreamEndCapture(w->a, graph);
+  if (!failed && e != cudaSuccess) failed = job_fail(job, "cudaStreamEndCapture", e);
+  return failed;
+}
+
+static void *run_capture_job(void *arg) {
+  capture_job *job = arg;
+  world w = {0};
+  cudaEvent_t fork = NULL;
+  cudaStream_t launcher = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  int failed = cudaSetDevice(0) != cudaSuccess || world_make(&w) != 0 ||
+               cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) != cudaSuccess ||
+               cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking) != cudaSuccess ||
+               world_reset(&w, 0) != cudaSuccess;
+  if (failed) job_fail(job, "setup", cudaErrorUnknown);
+  /* Every thread captures at the same time; nothing else runs on the device meanwhile
+   * (in global mode another thread's unsafe call would fail the capture). */
+  pthread_barrier_wait(job->barrier);
+  if (!failed) failed = capture_fork_join(job, &w, fork, &graph);
+  pthread_barrier_wait(job->barrier);
+  cudaError_t e;
+  if (!failed && (e = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
+    failed = job_fail(job, "cudaGraphInstantiate", e);
+  for (int launch = 0; !failed && launch < GRAPH_GATED + (job->ordered ? GRAPH_UNGATED : 0);
+       launch++) {
+    int gated = launch < GRAPH_GATED;
+    w.flags->signalled = 0;
+    flag_set(&w.flags->open, !gated);
+    if ((e = cudaGraphLaunch(exec, launcher)) != cudaSuccess) {
+      failed = job_fail(job, "cudaGraphLaunch", e);
+      break;
+    }
+    if (!gated) continue;
+    job->raced[launch] =
+        seen_within(&w.flags->signalled, job->ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
+    flag_set(&w.flags->open, 1);
+    if ((e = cudaStreamSynchronize(launcher)) != cudaSuccess) failed = job_fail(job, "replay", e);
+  }
+  if (!failed && (e = cudaStreamSynchronize(launcher)) != cudaSuccess)
+    failed = job_fail(job, "replays", e);
+  if (!failed && (e = cudaMemcpy(job->mismatches, w.mismatches, sizeof job->mismatches,
+                                 cudaMemcpyDeviceToHost)) != cudaSuccess)
+    failed = job_fail(job, "reading the counters", e);
+  if (!failed && w.flags->gate_timeouts != 0)
+    snprintf(job->failure, sizeof job->failure, "the gate timed out (the host never opened it)");
+  if (exec != NULL) cudaGraphExecDestroy(exec);
+  if (graph != NULL) cudaGraphDestroy(graph);
+  if (fork != NULL) cudaEventDestroy(fork);
+  if (launcher != NULL) cudaStreamDestroy(launcher);
+  world_free(&w);
+  return NULL;
+}
+
+static const char *mode_name(enum cudaStreamCaptureMode mode) {
+  return mode == cudaStreamCaptureModeGlobal        ? "global"
+         : mode == cudaStreamCaptureModeThreadLocal ? "thread-local"
+                                                    : "relaxed";
 }
 
 static void test_capture_fork_join_in_every_mode(void **state) {
   (void)state;
   skip_without_device();
-  const enum cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
-                                         cudaStreamCaptureModeRelaxed};
+  const enum cudaStreamCaptureMode modes[] = {
+      cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
   for (int m = 0; m < 3; m++) {
-    world w;
-    world_make(&w);
-    cudaStream_t launcher;
-    CUDA_OK(cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking));
-    CUDA_OK(cudaStreamBeginCapture(w.a, modes[m]));
-    fork_into_capture(w.a, w.b);
-    gpu_produce(w.a, w.data, COUNT, 7, DELAY);
-    DL_OK(dl_sync_push_dep(on(w.a), on(w.b)));
-    gpu_check(w.b, w.data, COUNT, 7, w.mismatches);
-    DL_OK(dl_sync_push_dep(on(w.b), on(w.a)));
-    cudaGraph_t graph;
-    CUDA_OK(cudaStreamEndCapture(w.a, &graph));
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int i = 0; i < 100; i++) CUDA_OK(cudaGraphLaunch(exec, launcher));
-    CUDA_OK(cudaStreamSynchronize(launcher));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(launcher);
-    assert_int_equal(world_end(&w), 0);
+    for (int ordered = 0; ordered <= 1; ordered++) {
+      capture_job jobs[CAPTURE_THREADS];
+      pthread_t threads[CAPTURE_THREADS];
+      pthread_barrier_t barrier;
+      pthread_barrier_init(&barrier, NULL, CAPTURE_THREADS);
+      for (int t = 0; t < CAPTURE_THREADS; t++) {
+        jobs[t] = (capture_job){.mode = modes[m], .ordered = ordered, .barrier = &barrier};
+        assert_int_equal(pthread_create(&threads[t], NULL, run_capture_job, &jobs[t]), 0);
+      }
+      for (int t = 0; t < CAPTURE_THREADS; t++) pthread_join(threads[t], NULL);
+      pthread_barrier_destroy(&barrier);
+      for (int t = 0; t < CAPTURE_THREADS; t++) {
+        capture_job *job = &jobs[t];
+        if (job->failure[0] != '\0')
+          fail_msg("capture %s, thread %d: %s", mode_name(modes[m]), t, job->failure);
+        int launches = GRAPH_GATED + (ordered ? GRAPH_UNGATED : 0);
+        for (int launch = 0; launch < launches; launch++) {
+          verdict v = {.mismatches = job->mismatches[launch]};
+          if (launch >= GRAPH_GATED) { /* ungated replays: ordered only */
+            if (v.mismatches != 0)
+              fail_msg("capture %s, thread %d, replay %d: %llu wrong values", mode_name(modes[m]),
+                       t, launch, v.mismatches);
+            atomic_fetch_add(&ordered_runs, 1);
+            continue;
+          }
+          v.raced = job->raced[launch];
+          char what[96];
+          snprintf(what, sizeof what, "capture %s, thread %d, gated replay %d", mode_name(modes[m]),
+                   t, launch);
+          judge(what, ordered, v);
+        }
+      }
+    }
   }
 }
 
+/* The consumer captures, the producer does not: dlsync captures an external event wait. */
 static void test_capturing_consumer_gets_an_external_wait(void **state) {
   (void)state;
   skip_without_device();
   world w;
-  world_make(&w);
   cudaStream_t launcher;
+  if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
   CUDA_OK(cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking));
-  gpu_produce(w.a, w.data, COUNT, 9, DELAY * 10);
-  CUDA_OK(cudaStreamBeginCapture(w.b, cudaStreamCaptureModeGlobal));
-  DL_OK(dl_sync_push_dep(on(w.a), on(w.b)));
-  gpu_check(w.b, w.data, COUNT, 9, w.mismatches);
-  cudaGraph_t graph;
-  CUDA_OK(cudaStreamEndCapture(w.b, &graph));
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 100; i++) CUDA_OK(cudaGraphLaunch(exec, launcher));
-  CUDA_OK(cudaStreamSynchronize(launcher));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
+    int ordered = run >= CONTROL_GATED;
+    CUDA_OK(world_reset(&w, 0));
+    KERNEL_OK(gpu_gate(w.a, w.device_flags));
+    KERNEL_OK(gpu_produce(w.a, w.data, COUNT, run, NULL));
+    CUDA_OK(cudaStreamBeginCapture(w.b, cudaStreamCaptureModeGlobal));
+    if (ordered) DL_OK(dl_sync_push_dep(on(w.a), on(w.b)));
+    KERNEL_OK(gpu_check(w.b, w.data, COUNT, run, NULL, w.mismatches));
+    KERNEL_OK(gpu_signal(w.b, w.device_flags));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamEndCapture(w.b, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_OK(cudaGraphLaunch(exec, launcher));
+    judge("external wait in a capture", ordered, world_release(&w, ordered));
+    if (ordered) { /* later replays read the same, finished data */
+      for (int i = 0; i < 10; i++) CUDA_OK(cudaGraphLaunch(exec, launcher));
+      CUDA_OK(cudaStreamSynchronize(launcher));
+      unsigned long long mismatches = 0;
+      CUDA_OK(cudaMemcpy(&mismatches, w.mismatches, sizeof mismatches, cudaMemcpyDeviceToHost));
+      assert_int_equal(mismatches, 0);
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+  }
   cudaStreamDestroy(launcher);
-  assert_int_equal(world_end(&w), 0);
+  world_free(&w);
 }
 
 static void test_capture_errors(void **state) {
   (void)state;
   skip_without_device();
   world w;
-  world_make(&w);
+  if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
   CUDA_OK(cudaStreamBeginCapture(w.a, cudaStreamCaptureModeGlobal));
-  gpu_produce(w.a, w.data, COUNT, 1, 0);
+  KERNEL_OK(gpu_produce(w.a, w.data, COUNT, 1, NULL));
   assert_int_equal(dl_sync_push_dep(on(w.a), on(w.b)), DL_SYNC_ECAPTURE);
   assert_int_equal(dl_sync_export(on(w.a), dl_sync_stream_arg_none()), DL_SYNC_ECAPTURE);
   DL_OK(dl_sync_set_capture_policy(DL_SYNC_CAPTURE_NONE_IS_NO_SYNC));
@@ -211,27 +697,7 @@ static void test_capture_errors(void **state) {
   cudaGraph_t graph;
   CUDA_OK(cudaStreamEndCapture(w.a, &graph)); /* the capture survived */
   cudaGraphDestroy(graph);
-  world_end(&w);
-}
-
-static void tensor_deleter(DLManagedTensorVersioned *t) { (void)t; }
-
-static void test_per_tensor_events(void **state) {
-  (void)state;
-  skip_without_device();
-  world w;
-  world_make(&w);
-  for (int i = 0; i < 100; i++) {
-    DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
-    tensor.dl_tensor = (DLTensor){.data = w.data, .device = {kDLCUDA, 0}, .ndim = 1};
-    gpu_produce(w.a, w.data, COUNT, i, DELAY);
-    DL_OK(dl_sync_tensor_record(&tensor, on(w.a)));
-    DL_OK(dl_sync_tensor_wait(&tensor, on(w.b)));
-    gpu_check(w.b, w.data, COUNT, i, w.mismatches);
-    tensor.deleter(&tensor);
-    DL_OK(dl_sync_push_dep(on(w.b), on(w.a)));
-  }
-  assert_int_equal(world_end(&w), 0);
+  world_free(&w);
 }
 
 typedef struct worker {
@@ -242,28 +708,21 @@ typedef struct worker {
 
 static void *run_worker(void *arg) {
   worker *k = arg;
-  cudaSetDevice(0);
-  cudaStream_t a, b;
-  int *data;
-  unsigned long long *mismatches;
-  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
-  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
-  cudaMalloc((void **)&data, COUNT * sizeof(int));
-  cudaMalloc((void **)&mismatches, sizeof *mismatches);
-  cudaMemset(mismatches, 0, sizeof *mismatches);
-  cudaDeviceSynchronize();
-  for (int i = 0; i < 100; i++) {
-    gpu_produce(a, data, COUNT, i, DELAY / 4);
-    k->failures += dl_sync_push_dep(on(a), on(b)) != DL_SYNC_OK;
-    gpu_check(b, data, COUNT, i, mismatches);
-    k->failures += dl_sync_push_dep(on(b), on(a)) != DL_SYNC_OK;
+  world w;
+  if (cudaSetDevice(0) != cudaSuccess || world_make(&w) != 0 || world_reset(&w, 1) != cudaSuccess) {
+    k->failures++;
+    return NULL;
   }
-  cudaStreamSynchronize(b);
-  cudaMemcpy(&k->mismatches, mismatches, sizeof k->mismatches, cudaMemcpyDeviceToHost);
-  cudaFree(data);
-  cudaFree(mismatches);
-  cudaStreamDestroy(a);
-  cudaStreamDestroy(b);
+  for (int i = 0; i < 100; i++) {
+    k->failures += gpu_produce(w.a, w.data, COUNT, i, NULL) != 0;
+    k->failures += dl_sync_push_dep(on(w.a), on(w.b)) != DL_SYNC_OK;
+    k->failures += gpu_check(w.b, w.data, COUNT, i, NULL, w.mismatches) != 0;
+    k->failures += dl_sync_push_dep(on(w.b), on(w.a)) != DL_SYNC_OK; /* before the next write */
+  }
+  k->failures += cudaStreamSynchronize(w.b) != cudaSuccess;
+  k->failures += cudaMemcpy(&k->mismatches, w.mismatches, sizeof k->mismatches,
+                            cudaMemcpyDeviceToHost) != cudaSuccess;
+  world_free(&w);
   return NULL;
 }
 
@@ -273,40 +732,64 @@ static void test_eight_threads_share_the_event_pool(void **state) {
   worker workers[8];
   for (int t = 0; t < 8; t++) {
     workers[t] = (worker){0};
-    pthread_create(&workers[t].thread, NULL, run_worker, &workers[t]);
+    assert_int_equal(pthread_create(&workers[t].thread, NULL, run_worker, &workers[t]), 0);
   }
+  for (int t = 0; t < 8; t++) pthread_join(workers[t].thread, NULL);
   for (int t = 0; t < 8; t++) {
-    pthread_join(workers[t].thread, NULL);
     assert_int_equal(workers[t].failures, 0);
     assert_int_equal(workers[t].mismatches, 0);
   }
+  atomic_fetch_add(&ordered_runs, 8 * 100);
   dl_sync_pool_stats stats;
-  DL_OK(dl_sync_pool_stats_get(dl_sync_cuda_backend(), 0, &stats));
+  DL_OK(dl_sync_pool_stats_get(GPU_BACKEND(), 0, &stats));
   print_message("8 threads: %llu dependencies, %llu events created\n",
                 (unsigned long long)stats.acquired, (unsigned long long)stats.created);
 }
 
 int main(void) {
-  int devices = 0;
-  cudaError_t error = cudaGetDeviceCount(&devices);
-  if (error != cudaSuccess || devices == 0)
-    snprintf(no_device, sizeof no_device, "no CUDA device: [cudaGetDeviceCount][%s] %s",
+  cudaError_t error = cudaGetDeviceCount(&device_count);
+  if (error != cudaSuccess || device_count == 0)
+    snprintf(no_device, sizeof no_device, "no " GPU_RUNTIME_NAME " device: [%s][%s] %s",
+             NAME_OF(cudaGetDeviceCount),
              error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
              error != cudaSuccess ? cudaGetErrorString(error) : "");
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_negative_control_without_the_dependency_sees_wrong_values, setup),
-      cmocka_unit_test_setup(test_export_orders_the_consumer, setup),
-      cmocka_unit_test_setup(test_default_streams, setup),
-      cmocka_unit_test_setup(test_capture_fork_join_in_every_mode, setup),
-      cmocka_unit_test_setup(test_capturing_consumer_gets_an_external_wait, setup),
-      cmocka_unit_test_setup(test_capture_errors, setup),
-      cmocka_unit_test_setup(test_per_tensor_events, setup),
-      cmocka_unit_test_setup(test_eight_threads_share_the_event_pool, setup),
+      cmocka_unit_test_setup_teardown(test_stream_argument, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_n0_current_work_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_n1_per_tensor_event, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_legacy_default_stream_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_default_stream_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_zero_consumer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_zero_dependency_holds_only_its_own_stream, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_two_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_fork_join_in_every_mode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capturing_consumer_gets_an_external_wait, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_capture_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_eight_threads_share_the_event_pool, setup, teardown),
   };
-  int failed = cmocka_run_group_tests_name("gpu_ordering", tests, NULL, NULL);
-  if (failed == 0 && no_device[0] != '\0') {
-    printf("skipped: %s\n", no_device);
-    return EXIT_SKIPPED;
+  if (no_device[0] == '\0') {
+    struct cudaDeviceProp prop;
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    for (int d = 0; d < device_count; d++)
+      if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
+        printf("device %d: %s, sm_%d%d, CUDA runtime %d.%d, driver supports %d.%d\n", d, prop.name,
+               prop.major, prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000,
+               driver % 1000 / 10);
   }
+  int failed = cmocka_run_group_tests_name("gpu_ordering_" DL_SYNC_TEST_VARIANT, tests, NULL, NULL);
+  if (no_device[0] != '\0') {
+    printf("gpu_ordering_%s: skipped: %s\n", DL_SYNC_TEST_VARIANT, no_device);
+    return failed == 0 ? EXIT_SKIPPED : failed;
+  }
+  /* One line gpu-check.sh reads. */
+  printf(
+      "gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race "
+      "%d\n",
+      DL_SYNC_TEST_VARIANT, atomic_load(&ordered_runs), atomic_load(&control_runs),
+      atomic_load(&controls_raced));
   return failed;
 }
