@@ -4,6 +4,10 @@
 
 #include "dlsync/dlsync.h"
 
+#ifdef dl_sync_stream_view
+#error "dlsync is built without per-thread default streams: its stream views keep handle 0 legacy"
+#endif
+
 #if defined(__GNUC__)
 #define DL_SYNC__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #else

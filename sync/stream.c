@@ -11,6 +11,13 @@ dl_sync_stream dl_sync_stream_view(DLDevice device, void *native_stream) {
                           .handle = dl_sync__canonical_handle(device, native_stream)};
 }
 
+dl_sync_stream dl_sync_stream_view_per_thread_default(DLDevice device, void *native_stream) {
+  if (native_stream == NULL && dl_sync__family(device.device_type) != DL_SYNC__FAMILY_NONE &&
+      dl_sync__family(device.device_type) != DL_SYNC__FAMILY_UNKNOWN)
+    native_stream = DL_SYNC_STREAM_PER_THREAD;
+  return dl_sync_stream_view(device, native_stream);
+}
+
 dl_sync_stream_arg dl_sync_stream_arg_none(void) { return (dl_sync_stream_arg){.is_none = 1}; }
 
 dl_sync_stream_arg dl_sync_stream_arg_int(int64_t value) {

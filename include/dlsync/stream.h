@@ -34,12 +34,28 @@ typedef struct dl_sync_stream {
 /**
  * Names native_stream on device. The handle is canonicalized so that two views of the
  * same default stream compare equal: on CUDA, NULL (the default stream of code built
- * without --default-stream per-thread, as dlsync is) becomes DL_SYNC_STREAM_LEGACY;
- * on ROCm, DL_SYNC_STREAM_LEGACY becomes NULL, HIP's null stream. Code compiled with
- * per-thread default streams must pass DL_SYNC_STREAM_PER_THREAD explicitly.
+ * without --default-stream per-thread) becomes DL_SYNC_STREAM_LEGACY; on ROCm,
+ * DL_SYNC_STREAM_LEGACY becomes NULL, HIP's null stream.
  * Never fails; the view is validated where it is used.
+ *
+ * What handle 0 means is decided by how the *caller* was compiled, so the header decides
+ * it: in a translation unit compiled with per-thread default streams (nvcc
+ * --default-stream per-thread defines CUDA_API_PER_THREAD_DEFAULT_STREAM; hipcc
+ * -fgpu-default-stream=per-thread with HIP_API_PER_THREAD_DEFAULT_STREAM), the macro
+ * below turns dl_sync_stream_view into dl_sync_stream_view_per_thread_default.
  */
 DL_SYNC_API dl_sync_stream dl_sync_stream_view(DLDevice device, void *native_stream);
+
+/** dl_sync_stream_view for code compiled with per-thread default streams: NULL names the
+    calling thread's per-thread default stream (DL_SYNC_STREAM_PER_THREAD) on CUDA and
+    ROCm devices; every other handle is viewed as dl_sync_stream_view does. */
+DL_SYNC_API dl_sync_stream dl_sync_stream_view_per_thread_default(DLDevice device,
+                                                                  void *native_stream);
+
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) || defined(HIP_API_PER_THREAD_DEFAULT_STREAM)
+/* Object-like, so that arguments with commas (compound literals) pass unchanged. */
+#define dl_sync_stream_view dl_sync_stream_view_per_thread_default
+#endif
 
 /** The Python stream argument: None, or an integer. */
 typedef struct dl_sync_stream_arg {
