@@ -118,17 +118,21 @@ static int check_stream(const tensor_view *v, const char *what, dl_sync_stream s
   return DL_SYNC_OK;
 }
 
-static int capture_state(const tensor_view *v, const dl_sync_backend *b,
-                         dl_sync__device_guard *guard, dl_sync_stream stream, int32_t *state) {
-  int status = dl_sync__device_guard_use_stream(guard, v->func, stream);
+static int invalidated(const char *func, dl_sync_stream stream, int32_t state) {
+  if (state != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ECAPTURE, func,
+                        "stream %p belongs to an invalidated graph capture", stream.handle);
+}
+
+static int capture_state(const char *func, const dl_sync_backend *b, dl_sync__device_guard *guard,
+                         dl_sync_stream stream, int32_t *state) {
+  int status = dl_sync__device_guard_use_stream(guard, func, stream);
   if (status != DL_SYNC_OK) return status;
   dl_sync_capture_info info = {0};
   int code = b->capture_info(b->ctx, stream.handle, &info);
-  if (code != 0) return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
   *state = info.status;
-  if (info.status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
-                        "stream %p belongs to an invalidated graph capture", stream.handle);
+  return invalidated(func, stream, info.status);
 }
 
 /* Records e on producer; the caller has checked the capture state. */
@@ -175,7 +179,7 @@ static int recordable(const tensor_view *v, tensor_owner *owner, const dl_sync_b
                           dl_sync__device_type_name(producer.device.device_type),
                           (int)producer.device.device_id);
   int32_t state = DL_SYNC_CAPTURE_NONE;
-  int status = capture_state(v, b, guard, producer, &state);
+  int status = capture_state(v->func, b, guard, producer, &state);
   if (status != DL_SYNC_OK || state == DL_SYNC_CAPTURE_NONE) return status;
   return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
                         "the producer's stream %p is capturing a graph: a per-tensor event "
@@ -205,38 +209,50 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
   return dl_sync__device_guard_end(&guard, v->func, producer.device, status);
 }
 
-static int wait_external(const tensor_view *v, tensor_event *e, dl_sync__device_guard *guard,
+static int wait_external(const char *func, tensor_event *e, dl_sync__device_guard *guard,
                          dl_sync_stream consumer) {
   const dl_sync_backend *b = e->backend;
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, v->func,
+    return dl_sync__error(DL_SYNC_ENOTSUP, func,
                           "the consumer's stream %p is capturing a graph and the %s runtime "
                           "cannot wait on an outside event from a capture",
                           consumer.handle, b->name);
   atomic_fetch_add(&e->refs, 1); /* the graph's reference */
   int code = b->graph_retain(b->ctx, consumer.handle, e, event_unref);
-  if (code != 0) return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
-  int status = dl_sync__device_guard_use_stream(guard, v->func, consumer);
+  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
+  int status = dl_sync__device_guard_use_stream(guard, func, consumer);
   if (status != DL_SYNC_OK) return status;
   code = b->stream_wait_external(b->ctx, consumer.handle, e->event);
   if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, consumer.device);
+  return dl_sync__runtime_error(func, b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, consumer.device);
 }
 
-static int wait_for(const tensor_view *v, dl_sync_stream consumer) {
+static int find_event(const tensor_view *v, dl_sync__tensor_event_ref *out, int *found) {
   tensor_owner *owner = NULL;
+  *found = 0;
   int status = owner_of(v, &owner);
-  if (status != DL_SYNC_OK) return status;
-  if (owner == NULL)
-    return dl_sync__error(DL_SYNC_OK, v->func,
-                          "tensor %p carries no dlsync event (its deleter is not dlsync's): "
-                          "nothing to wait for",
-                          v->tensor);
-  status = check_stream(v, "consumer stream", consumer);
-  if (status != DL_SYNC_OK) return status;
+  if (status != DL_SYNC_OK || owner == NULL) return status;
   tensor_event *e = owner->event;
+  *out = (dl_sync__tensor_event_ref){.event = e->event, .device = e->device, .owner = e};
+  *found = 1;
+  return DL_SYNC_OK;
+}
+
+int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned *versioned,
+                               const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
+                               int *found) {
+  *found = 0;
+  if (versioned == NULL && legacy == NULL) return null_tensor(func);
+  tensor_view v = versioned != NULL ? view_versioned(func, versioned) : view_legacy(func, legacy);
+  return find_event(&v, out, found);
+}
+
+int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
+                               dl_sync_stream consumer,
+                               const dl_sync_capture_info *consumer_capture) {
+  tensor_event *e = ref->owner;
   if (dl_sync_get_backend(consumer.device.device_type) != e->backend)
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
+    return dl_sync__error(DL_SYNC_EINVAL, func,
                           "the consumer stream's backend is not the '%s' backend that recorded "
                           "the tensor's event",
                           e->backend->name);
@@ -244,16 +260,37 @@ static int wait_for(const tensor_view *v, dl_sync_stream consumer) {
   dl_sync__device_guard guard;
   dl_sync__device_guard_init(&guard, e->backend);
   int32_t state = DL_SYNC_CAPTURE_NONE;
-  status = capture_state(v, e->backend, &guard, consumer, &state);
+  int status = DL_SYNC_OK;
+  if (consumer_capture != NULL) {
+    state = consumer_capture->status;
+    status = invalidated(func, consumer, state);
+  } else {
+    status = capture_state(func, e->backend, &guard, consumer, &state);
+  }
   if (status == DL_SYNC_OK && state == DL_SYNC_CAPTURE_ACTIVE) {
-    status = wait_external(v, e, &guard, consumer);
+    status = wait_external(func, e, &guard, consumer);
   } else if (status == DL_SYNC_OK) {
-    status = dl_sync__device_guard_use_stream(&guard, v->func, consumer);
+    status = dl_sync__device_guard_use_stream(&guard, func, consumer);
     int code = status == DL_SYNC_OK ? e->backend->stream_wait(e->backend->ctx, consumer.handle, e->event) : 0;
     if (code != 0)
-      status = dl_sync__runtime_error(v->func, e->backend, DL_SYNC_OP_STREAM_WAIT, code, consumer.device);
+      status = dl_sync__runtime_error(func, e->backend, DL_SYNC_OP_STREAM_WAIT, code, consumer.device);
   }
-  return dl_sync__device_guard_end(&guard, v->func, consumer.device, status);
+  return dl_sync__device_guard_end(&guard, func, consumer.device, status);
+}
+
+static int wait_for(const tensor_view *v, dl_sync_stream consumer) {
+  dl_sync__tensor_event_ref ref;
+  int found = 0;
+  int status = find_event(v, &ref, &found);
+  if (status != DL_SYNC_OK) return status;
+  if (!found)
+    return dl_sync__error(DL_SYNC_OK, v->func,
+                          "tensor %p carries no dlsync event (its deleter is not dlsync's): "
+                          "nothing to wait for",
+                          v->tensor);
+  status = check_stream(v, "consumer stream", consumer);
+  if (status != DL_SYNC_OK) return status;
+  return dl_sync__tensor_event_wait(v->func, &ref, consumer, NULL);
 }
 
 static int synchronize(const tensor_view *v) {
