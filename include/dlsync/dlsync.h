@@ -12,6 +12,7 @@
 #include "dlsync/dep.h"
 #include "dlsync/tensor.h"
 #include "dlsync/exchange.h"
+#include "dlsync/group.h"
 #include "dlsync/backend.h"
 #include "dlsync/sim.h"
 
