@@ -1,8 +1,12 @@
 /*
  * Host-side costs of dlsync, measured side by side in one run. Prints one line per
  * figure: "name<TAB>value<TAB>unit". bench/run.sh repeats runs and tabulates medians.
- *   - dl_sync_export on a null backend (calls return at once): fast paths and the
- *     cross-stream path, 1 and 2 threads, next to an empty call through a function pointer;
+ *   - dl_sync_export on a null backend (calls return at once): fast paths with 1 and 2
+ *     threads, the cross-stream path with 1, 2, 4 and 8 threads on one device (per-thread
+ *     cost and aggregate throughput, as ratios), next to an empty call through a function
+ *     pointer;
+ *   - f(a, b, c) from one producer stream: a dependency group against one export per
+ *     tensor, in runtime calls and ns;
  *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
  *   - exchanges per second end to end on the simulated device.
  */
@@ -52,6 +56,7 @@ typedef enum path { SAME_STREAM, NO_SYNC, CPU, CROSS_STREAM } path;
 
 typedef struct export_run {
   pthread_t thread;
+  atomic_int *go; /* NULL: start at once */
   path which;
   double ns_per_op;
   double calls_per_op;
@@ -67,6 +72,8 @@ static void *time_export(void *context) {
                            : r->which == CPU        ? dl_sync_stream_arg_none()
                                                     : dl_sync_stream_arg_int((intptr_t)&streams[1]);
   dl_sync_export(producer, arg); /* warm the pool */
+  while (r->go != NULL && !atomic_load(r->go)) {
+  }
   long calls_before = calls_total();
   double start = now_ns();
   for (int i = 0; i < ITERATIONS; i++) dl_sync_export(producer, arg);
@@ -75,10 +82,10 @@ static void *time_export(void *context) {
   return NULL;
 }
 
-static void bench_export(double baseline) {
+static void bench_export(void) {
   static const char *names[] = {"export same stream", "export stream=-1", "export cpu",
                                 "export cross-stream"};
-  for (int which = SAME_STREAM; which <= CROSS_STREAM; which++) {
+  for (int which = SAME_STREAM; which < CROSS_STREAM; which++) {
     for (int threads = 1; threads <= 2; threads++) {
       export_run runs[2] = {{.which = (path)which}, {.which = (path)which}};
       for (int t = 0; t < threads; t++) pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
@@ -91,13 +98,80 @@ static void bench_export(double baseline) {
       char name[96];
       snprintf(name, sizeof name, "%s, %d thread%s", names[which], threads, threads > 1 ? "s" : "");
       report(name, ns, "ns/op");
-      if (which == CROSS_STREAM) {
-        snprintf(name, sizeof name, "%s, %d thread%s: beyond its %.0f backend calls", names[which],
-                 threads, threads > 1 ? "s" : "", calls);
-        report(name, ns - calls * baseline, "ns/op");
-      }
+      (void)calls;
     }
   }
+}
+
+/* The cross-stream export from 1, 2, 4 and 8 threads on one device, started together:
+   each thread's cost per export, and exports per second of all threads together. */
+static void bench_export_threads(double baseline) {
+  enum { MAX_THREADS = 8 };
+  double per_op[MAX_THREADS + 1] = {0}, aggregate[MAX_THREADS + 1] = {0};
+  for (int threads = 1; threads <= MAX_THREADS; threads *= 2) {
+    static atomic_int go;
+    atomic_store(&go, 0);
+    export_run runs[MAX_THREADS];
+    for (int t = 0; t < threads; t++) {
+      runs[t] = (export_run){.which = CROSS_STREAM, .go = &go};
+      pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
+    }
+    double start = now_ns();
+    atomic_store(&go, 1);
+    double ns = 0, calls = 0;
+    for (int t = 0; t < threads; t++) {
+      pthread_join(runs[t].thread, NULL);
+      ns += runs[t].ns_per_op / threads;
+      calls = runs[t].calls_per_op;
+    }
+    double wall_s = (now_ns() - start) / 1e9;
+    per_op[threads] = ns;
+    aggregate[threads] = (double)threads * ITERATIONS / wall_s / 1e6;
+    char name[96];
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s", threads, threads > 1 ? "s" : "");
+    report(name, ns, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: beyond its %.0f backend calls",
+             threads, threads > 1 ? "s" : "", calls);
+    report(name, ns - calls * baseline, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: all threads together", threads,
+             threads > 1 ? "s" : "");
+    report(name, aggregate[threads], "Mexports/s");
+  }
+  report("export cross-stream, 2 threads / 1 thread, ns per export", per_op[2] / per_op[1], "ratio");
+  report("export cross-stream, throughput 4 threads / 2 threads", aggregate[4] / aggregate[2], "ratio");
+  report("export cross-stream, throughput 8 threads / 4 threads", aggregate[8] / aggregate[4], "ratio");
+}
+
+/* f(a, b, c), all three written on one producer stream, consumed on another. */
+static void bench_group(void) {
+  enum { CALLS = 1000000 };
+  int a, b;
+  dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, &a);
+  dl_sync_stream consumer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, &b);
+  dl_sync_stream_arg consumer_arg = dl_sync_stream_arg_int((intptr_t)&b);
+  dl_sync_export(producer, consumer_arg); /* warm the pool */
+  long calls_before = calls_total();
+  double start = now_ns();
+  for (int i = 0; i < CALLS; i++)
+    for (int tensor = 0; tensor < 3; tensor++) dl_sync_export(producer, consumer_arg);
+  double per_tensor_ns = (now_ns() - start) / CALLS;
+  double per_tensor_calls = (double)(calls_total() - calls_before) / CALLS;
+
+  calls_before = calls_total();
+  start = now_ns();
+  for (int i = 0; i < CALLS; i++) {
+    dl_sync_group group;
+    dl_sync_group_init(&group, consumer);
+    for (int tensor = 0; tensor < 3; tensor++) dl_sync_group_add_stream(&group, producer);
+    dl_sync_group_wait(&group);
+  }
+  double grouped_ns = (now_ns() - start) / CALLS;
+  double grouped_calls = (double)(calls_total() - calls_before) / CALLS;
+  report("f(a,b,c) one export per tensor: runtime calls", per_tensor_calls, "calls");
+  report("f(a,b,c) group: runtime calls", grouped_calls, "calls");
+  report("f(a,b,c) one export per tensor", per_tensor_ns, "ns/call");
+  report("f(a,b,c) group", grouped_ns, "ns/call");
+  report("f(a,b,c) per tensor / group, ns", per_tensor_ns / grouped_ns, "ratio");
 }
 
 /* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
@@ -186,7 +260,9 @@ int main(void) {
   dl_sync_set_backend(kDLCUDA, &null_backend);
   double baseline = time_empty_call();
   report("empty call through a function pointer", baseline, "ns/op");
-  bench_export(baseline);
+  bench_export();
+  bench_export_threads(baseline);
+  bench_group();
   bench_strategies();
   dl_sync_shutdown();
   bench_sim();
