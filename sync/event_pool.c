@@ -217,9 +217,10 @@ void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
 
 /* --- the thread cache ------------------------------------------------------------- */
 
-/* A thread rarely works with more than a few devices at once, and one call holds at most
-   one borrowed event at a time: a handful of each keeps the cache small and scans short. */
-enum { DL_SYNC__CACHE_POOLS = 4, DL_SYNC__CACHE_EVENTS = 4 };
+/* A thread rarely works with more than a few devices at once, and it borrows one event
+   at a time (returned before the next is borrowed), so one idle event per pool is the
+   steady state; a spare slot keeps a return from ever needing the pool's lock. */
+enum { DL_SYNC__CACHE_POOLS = 4, DL_SYNC__CACHE_EVENTS = 2 };
 
 /* Idle events of one pool. The owning thread is the only writer while it lives; stats
    read pool, count and acquired from other threads, hence the atomics (relaxed: a
@@ -245,30 +246,32 @@ static pthread_key_t cache_key;
 static int cache_key_made;
 static _Thread_local thread_cache *this_thread;
 
-#define RELAXED memory_order_relaxed
+#define DL_SYNC__RELAXED memory_order_relaxed
 
 /* Gives the slot's events and its count of borrows to its pool and unbinds it. No runtime
    call: safe in a thread's exit. */
 static void slot_flush(cache_slot *slot) {
-  dl_sync__pool *pool = atomic_load_explicit(&slot->pool, RELAXED);
+  dl_sync__pool *pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
   if (pool == NULL) return;
-  unsigned count = atomic_load_explicit(&slot->count, RELAXED);
+  unsigned count = atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
   lock(&pool->lock);
   for (unsigned i = 0; i < count; i++) ring_push(pool, slot->events[i]);
   pool->outstanding -= count;
-  pool->acquired += atomic_load_explicit(&slot->acquired, RELAXED);
+  pool->acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
   unlock(&pool->lock);
-  atomic_store_explicit(&slot->count, 0, RELAXED);
-  atomic_store_explicit(&slot->acquired, 0, RELAXED);
-  atomic_store_explicit(&slot->pool, NULL, RELAXED);
+  atomic_store_explicit(&slot->count, 0, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->acquired, 0, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);
 }
 
 /* The pthread key destructor: the thread is exiting. */
 static void cache_destroy(void *object) {
   thread_cache *cache = object;
   pthread_mutex_lock(&caches_lock);
-  if (cache->prev != NULL) cache->prev->next = cache->next;
-  else caches = cache->next;
+  if (cache->prev != NULL)
+    cache->prev->next = cache->next;
+  else
+    caches = cache->next;
   if (cache->next != NULL) cache->next->prev = cache->prev;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
   pthread_mutex_unlock(&caches_lock);
@@ -276,7 +279,9 @@ static void cache_destroy(void *object) {
   free(cache);
 }
 
-static void make_cache_key(void) { cache_key_made = pthread_key_create(&cache_key, cache_destroy) == 0; }
+static void make_cache_key(void) {
+  cache_key_made = pthread_key_create(&cache_key, cache_destroy) == 0;
+}
 
 /* This thread's cache, or NULL when none can be made (the pools then serve directly). */
 static thread_cache *cache_of_this_thread(void) {
@@ -305,41 +310,42 @@ static cache_slot *slot_for(dl_sync__pool *pool) {
   if (cache == NULL) return NULL;
   cache_slot *unbound = NULL;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
-    dl_sync__pool *owner = atomic_load_explicit(&cache->slots[i].pool, RELAXED);
+    dl_sync__pool *owner = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
     if (owner == pool) return &cache->slots[i];
     if (owner == NULL && unbound == NULL) unbound = &cache->slots[i];
   }
-  if (unbound == NULL) { /* more pools than slots: the oldest binding gives way */
+  if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
     unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
     pthread_mutex_lock(&caches_lock); /* stats see the events in one place or the other */
     slot_flush(unbound);
     pthread_mutex_unlock(&caches_lock);
   }
-  atomic_store_explicit(&unbound->pool, pool, RELAXED);
+  atomic_store_explicit(&unbound->pool, pool, DL_SYNC__RELAXED);
   return unbound;
 }
 
 int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
                          void **event) {
   cache_slot *slot = slot_for(pool);
-  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, RELAXED) : 0;
+  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
   if (count == 0) return dl_sync__pool_acquire(pool, func, guard, event);
   *event = slot->events[count - 1];
-  atomic_store_explicit(&slot->count, count - 1, RELAXED);
-  atomic_store_explicit(&slot->acquired, atomic_load_explicit(&slot->acquired, RELAXED) + 1,
-                        RELAXED);
+  atomic_store_explicit(&slot->count, count - 1, DL_SYNC__RELAXED);
+  uint_fast64_t acquired = atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
   return DL_SYNC_OK;
 }
 
 void dl_sync__pool_return(dl_sync__pool *pool, void *event) {
   cache_slot *slot = slot_for(pool);
-  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, RELAXED) : DL_SYNC__CACHE_EVENTS;
+  unsigned count =
+      slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : DL_SYNC__CACHE_EVENTS;
   if (count == DL_SYNC__CACHE_EVENTS) {
     dl_sync__pool_release(pool, event);
     return;
   }
   slot->events[count] = event;
-  atomic_store_explicit(&slot->count, count + 1, RELAXED);
+  atomic_store_explicit(&slot->count, count + 1, DL_SYNC__RELAXED);
 }
 
 /* What the thread caches hold for pool: idle events and borrows not yet counted. The
@@ -349,9 +355,9 @@ static void cached_for(dl_sync__pool *pool, uint64_t *idle, uint64_t *acquired) 
   for (thread_cache *cache = caches; cache != NULL; cache = cache->next)
     for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
       cache_slot *slot = &cache->slots[i];
-      if (atomic_load_explicit(&slot->pool, RELAXED) != pool) continue;
-      *idle += atomic_load_explicit(&slot->count, RELAXED);
-      *acquired += atomic_load_explicit(&slot->acquired, RELAXED);
+      if (atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED) != pool) continue;
+      *idle += atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
+      *acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
     }
 }
 

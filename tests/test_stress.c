@@ -197,6 +197,46 @@ static void test_an_exiting_thread_returns_its_cached_events_to_the_pool(void **
   assert_int_equal(dl_sync_set_backend(kDLCUDA, NULL), DL_SYNC_OK);
 }
 
+enum { MANY_DEVICES = 6 }; /* more than a thread cache has slots for */
+
+static void *push_on_many_devices(void *arg) {
+  counting_stream *streams = arg; /* two per device */
+  intptr_t failures = 0;
+  for (int round = 0; round < 3; round++)
+    for (int d = 0; d < MANY_DEVICES; d++) {
+      DLDevice device = {kDLCUDA, d};
+      failures += dl_sync_push_dep(dl_sync_stream_view(device, &streams[2 * d]),
+                                   dl_sync_stream_view(device, &streams[2 * d + 1])) != DL_SYNC_OK;
+    }
+  return (void *)failures;
+}
+
+static void test_a_thread_on_more_devices_than_cache_slots_loses_no_event(void **state) {
+  (void)state;
+  counting_reset();
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &counting_backend), DL_SYNC_OK);
+  counting_stream streams[2 * MANY_DEVICES];
+  for (int d = 0; d < MANY_DEVICES; d++) streams[2 * d] = streams[2 * d + 1] = (counting_stream){d};
+  pthread_t thread;
+  void *failures = NULL;
+  assert_int_equal(pthread_create(&thread, NULL, push_on_many_devices, streams), 0);
+  pthread_join(thread, &failures);
+  assert_null(failures);
+  for (int d = 0; d < MANY_DEVICES; d++) {
+    dl_sync_pool_stats stats;
+    assert_int_equal(dl_sync_pool_stats_get(&counting_backend, d, &stats), DL_SYNC_OK);
+    /* Evicted from the cache or returned at exit: every event is back in its pool. */
+    assert_int_equal(stats.outstanding, 0);
+    assert_int_equal(stats.idle, stats.created);
+    assert_int_equal(stats.acquired, 3);
+  }
+  assert_int_equal(atomic_load(&counting_calls[DL_SYNC_OP_EVENT_CREATE]),
+                   atomic_load(&counting_live_events));
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  assert_int_equal(atomic_load(&counting_live_events), 0);
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, NULL), DL_SYNC_OK);
+}
+
 typedef struct parked_thread {
   pthread_t thread;
   counting_stream streams[2];
@@ -244,6 +284,7 @@ int main(void) {
       cmocka_unit_test(test_eight_threads_of_groups_leak_no_event),
       cmocka_unit_test(test_an_exiting_thread_returns_its_cached_events_to_the_pool),
       cmocka_unit_test(test_shutdown_takes_back_the_caches_of_live_threads),
+      cmocka_unit_test(test_a_thread_on_more_devices_than_cache_slots_loses_no_event),
   };
   return cmocka_run_group_tests_name("stress", tests, NULL, NULL);
 }
