@@ -21,7 +21,9 @@ static const DLDevice cuda1 = {kDLCUDA, 1};
 static const DLDevice rocm0 = {kDLROCM, 0};
 static const DLDevice cpu0 = {kDLCPU, 0};
 
-static dl_sync_stream on(DLDevice device, void *handle) { return dl_sync_stream_view(device, handle); }
+static dl_sync_stream on(DLDevice device, void *handle) {
+  return dl_sync_stream_view(device, handle);
+}
 
 static int setup(void **state) {
   (void)state;
@@ -91,7 +93,8 @@ static void test_the_group_is_reusable_after_a_wait(void **state) {
   assert_int_equal(stats_of(0).created, 1);
 }
 
-static void test_two_producer_streams_cost_one_dependency_each_and_one_consumer_query(void **state) {
+static void test_two_producer_streams_cost_one_dependency_each_and_one_consumer_query(
+    void **state) {
   (void)state;
   dl_sync_group group = group_on(MOCK_STREAM_B);
   assert_int_equal(dl_sync_group_add_stream(&group, on(cuda0, MOCK_STREAM_A)), DL_SYNC_OK);
@@ -251,7 +254,8 @@ static void test_distinct_tensor_events_cost_one_wait_each_and_one_consumer_quer
   void *events[] = {MOCK_EVENT_1, MOCK_EVENT_2, MOCK_EVENT_3};
   for (int i = 0; i < 3; i++) record_tensor(&tensors[i], events[i]);
   dl_sync_group group = group_on(MOCK_STREAM_B);
-  for (int i = 0; i < 3; i++) assert_int_equal(dl_sync_group_add_tensor(&group, &tensors[i]), DL_SYNC_OK);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(dl_sync_group_add_tensor(&group, &tensors[i]), DL_SYNC_OK);
   expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_NONE, 0, 0);
   for (int i = 0; i < 3; i++) expect_stream_wait(MOCK_STREAM_B, events[i], 0);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
@@ -281,7 +285,8 @@ static void test_streams_and_tensor_events_share_the_consumer_query(void **state
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_new_event(MOCK_EVENT_3);
   expect_event_record(MOCK_EVENT_3, MOCK_STREAM_A, 0);
-  assert_int_equal(dl_sync_legacy_tensor_record(&legacy_tensor, on(cuda0, MOCK_STREAM_A)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_legacy_tensor_record(&legacy_tensor, on(cuda0, MOCK_STREAM_A)),
+                   DL_SYNC_OK);
   dl_sync_group group = group_on(MOCK_STREAM_B);
   assert_int_equal(dl_sync_group_add_stream(&group, on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
   assert_int_equal(dl_sync_group_add_tensor(&group, &tensors[0]), DL_SYNC_OK);
@@ -434,8 +439,9 @@ static void test_a_failing_wait_names_its_producer_and_keeps_earlier_dependencie
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_2, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_3, MOCK_ERROR_INVALID);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_EBACKEND);
-  assert_error_mentions("dl_sync_group_wait: tensor event 2 of 2 (0xe003 on cuda:0) failed: "
-                        "[mockStreamWaitEvent][mockErrorInvalid]");
+  assert_error_mentions(
+      "dl_sync_group_wait: tensor event 2 of 2 (0xe003 on cuda:0) failed: "
+      "[mockStreamWaitEvent][mockErrorInvalid]");
   delete_tensors(2);
 }
 

@@ -96,10 +96,10 @@ static void test_a_graph_destroyed_on_the_capturing_thread_also_skips_its_cache(
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_a_graph_gives_its_event_to_the_pool_not_to_a_thread_cache,
-                                      use_sim, leave_sim),
-      cmocka_unit_test_setup_teardown(test_a_graph_destroyed_on_the_capturing_thread_also_skips_its_cache,
-                                      use_sim, leave_sim),
+      cmocka_unit_test_setup_teardown(
+          test_a_graph_gives_its_event_to_the_pool_not_to_a_thread_cache, use_sim, leave_sim),
+      cmocka_unit_test_setup_teardown(
+          test_a_graph_destroyed_on_the_capturing_thread_also_skips_its_cache, use_sim, leave_sim),
   };
   return cmocka_run_group_tests_name("thread_cache", tests, NULL, NULL);
 }

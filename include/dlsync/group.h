@@ -97,7 +97,8 @@ DL_SYNC_API int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPac
 DL_SYNC_API int dl_sync_group_add_tensor(dl_sync_group *group,
                                          const DLManagedTensorVersioned *tensor);
 /** dl_sync_group_add_tensor for the pre-1.0 DLManagedTensor. */
-DL_SYNC_API int dl_sync_group_add_legacy_tensor(dl_sync_group *group, const DLManagedTensor *tensor);
+DL_SYNC_API int dl_sync_group_add_legacy_tensor(dl_sync_group *group,
+                                                const DLManagedTensor *tensor);
 
 /**
  * Orders every producer of the group before the consumer, without blocking the host, as
