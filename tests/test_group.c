@@ -498,6 +498,50 @@ static void test_more_than_the_maximum_distinct_producers_is_einval(void **state
   /* Discarded without waiting: the group holds nothing, no runtime call. */
 }
 
+static void test_more_than_the_maximum_distinct_tables_is_einval(void **state) {
+  (void)state;
+  asked_a = 0;
+  DLPackExchangeAPI tables[DL_SYNC_GROUP_MAX + 1];
+  dl_sync_group group = group_on(MOCK_STREAM_B);
+  for (int i = 0; i <= DL_SYNC_GROUP_MAX; i++) tables[i] = table_of(current_stream_a);
+  for (int i = 0; i < DL_SYNC_GROUP_MAX; i++)
+    assert_int_equal(dl_sync_group_add_exchange_api(&group, &tables[i], cuda0), DL_SYNC_OK);
+  assert_int_equal(dl_sync_group_add_exchange_api(&group, &tables[0], cuda0), DL_SYNC_OK);
+  assert_int_equal(dl_sync_group_add_exchange_api(&group, &tables[DL_SYNC_GROUP_MAX], cuda0),
+                   DL_SYNC_EINVAL);
+  assert_error_mentions("already holds 16 distinct exchange tables and devices");
+  assert_int_equal(asked_a, DL_SYNC_GROUP_MAX); /* the one too many was not asked */
+}
+
+static void test_more_than_the_maximum_distinct_tensor_events_is_einval(void **state) {
+  (void)state;
+  static DLManagedTensorVersioned many[DL_SYNC_GROUP_MAX + 1];
+  for (int i = 0; i <= DL_SYNC_GROUP_MAX; i++)
+    record_tensor(&many[i], (void *)(uintptr_t)(0xE100 + i));
+  dl_sync_group group = group_on(MOCK_STREAM_B);
+  for (int i = 0; i < DL_SYNC_GROUP_MAX; i++)
+    assert_int_equal(dl_sync_group_add_tensor(&group, &many[i]), DL_SYNC_OK);
+  assert_int_equal(dl_sync_group_add_tensor(&group, &many[0]), DL_SYNC_OK);
+  assert_int_equal(dl_sync_group_add_tensor(&group, &many[DL_SYNC_GROUP_MAX]), DL_SYNC_EINVAL);
+  assert_error_mentions("already holds 16 distinct tensor events");
+  for (int i = 0; i <= DL_SYNC_GROUP_MAX; i++) many[i].deleter(&many[i]);
+}
+
+static void test_a_tensor_event_of_another_family_is_einval(void **state) {
+  (void)state;
+  DLManagedTensorVersioned on_rocm = {.version = {1, 3}};
+  on_rocm.dl_tensor.device = rocm0;
+  expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
+  expect_new_event(MOCK_EVENT_1);
+  expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
+  assert_int_equal(dl_sync_tensor_record(&on_rocm, on(rocm0, MOCK_STREAM_A)), DL_SYNC_OK);
+  dl_sync_group group = group_on(MOCK_STREAM_B);
+  assert_int_equal(dl_sync_group_add_tensor(&group, &on_rocm), DL_SYNC_EINVAL);
+  assert_error_mentions("the tensor's event is on rocm:0 and the group's consumer on cuda:0");
+  assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK); /* nothing was added */
+  on_rocm.deleter(&on_rocm);
+}
+
 static void test_a_cpu_consumer_has_nothing_to_order(void **state) {
   (void)state;
   dl_sync_group group;
@@ -546,6 +590,9 @@ int main(void) {
       GROUP_TEST(test_a_failing_record_returns_the_event),
       GROUP_TEST(test_bad_input_is_einval),
       GROUP_TEST(test_more_than_the_maximum_distinct_producers_is_einval),
+      GROUP_TEST(test_more_than_the_maximum_distinct_tables_is_einval),
+      GROUP_TEST(test_more_than_the_maximum_distinct_tensor_events_is_einval),
+      GROUP_TEST(test_a_tensor_event_of_another_family_is_einval),
       GROUP_TEST(test_a_cpu_consumer_has_nothing_to_order),
       GROUP_TEST(test_a_producer_of_another_backend_is_einval),
   };
