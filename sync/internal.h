@@ -78,7 +78,9 @@ typedef struct dl_sync__dep {
   dl_sync__pool *pool; /* src's device */
   dl_sync__device_guard guard;
   int none_arg; /* export(stream=None): may be no sync while src captures */
-  /* dst's capture state, queried at most once for all the sources ordered before it */
+  /* dst's capture state, queried at most once for all the sources ordered before it:
+     ordering a source never changes it (a wait that would pull dst into a capture is
+     refused with ECAPTURE, not made) */
   int dst_queried;
   dl_sync_capture_info dst_capture;
 } dl_sync__dep;
