@@ -10,7 +10,10 @@
  *     is one stream; the consumer's own stream costs nothing),
  *   - one wait per distinct per-tensor event (equal event handles are one event),
  *   - each stream's capture state queried once, the consumer's included,
- *   - the capture table of dl_sync_push_dep (dlsync/dep.h) applied to every producer.
+ *   - the capture table of dl_sync_push_dep (dlsync/dep.h) applied to every producer
+ *     stream, and dl_sync_tensor_wait's rule to every tensor event (a capturing
+ *     consumer gets external event-wait nodes). The capture policy for stream=None does
+ *     not apply: a legacy-stream consumer of a capturing producer is DL_SYNC_ECAPTURE.
  * Three tensors from one producer stream thus cost 1 record, 1 wait and 2 capture
  * queries instead of 3, 3 and 6.
  *
