@@ -115,50 +115,70 @@ static void bench_export(void) {
 }
 
 /* The cross-stream export from 1, 2, 4 and 8 threads on one device, started together:
-   each thread's cost per export, and exports per second of all threads together. */
-static void bench_export_threads(double baseline) {
+   each thread's cost per export, and exports per second of all threads together. The
+   thread counts take turns for a few rounds and each figure is the median of its rounds,
+   so a change in what else runs on the machine does not land on one thread count. */
+typedef struct thread_figures {
+  double ns, cpu_ns, calls, aggregate;
+} thread_figures;
+
+static thread_figures run_export_threads(int threads) {
   enum { MAX_THREADS = 8 };
-  double per_op[MAX_THREADS + 1] = {0}, cpu_per_op[MAX_THREADS + 1] = {0};
-  double aggregate[MAX_THREADS + 1] = {0};
-  for (int threads = 1; threads <= MAX_THREADS; threads *= 2) {
-    static atomic_int go;
-    atomic_store(&go, 0);
-    export_run runs[MAX_THREADS];
-    for (int t = 0; t < threads; t++) {
-      runs[t] = (export_run){.which = CROSS_STREAM, .go = &go};
-      pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
-    }
-    double start = now_ns();
-    atomic_store(&go, 1);
-    double ns = 0, cpu_ns = 0, calls = 0;
-    for (int t = 0; t < threads; t++) {
-      pthread_join(runs[t].thread, NULL);
-      ns += runs[t].ns_per_op / threads;
-      cpu_ns += runs[t].cpu_ns_per_op / threads;
-      calls = runs[t].calls_per_op;
-    }
-    double wall_s = (now_ns() - start) / 1e9;
-    per_op[threads] = ns;
-    cpu_per_op[threads] = cpu_ns;
-    aggregate[threads] = (double)threads * ITERATIONS / wall_s / 1e6;
-    char name[96];
-    snprintf(name, sizeof name, "export cross-stream, %d thread%s", threads, threads > 1 ? "s" : "");
-    report(name, ns, "ns/op");
-    snprintf(name, sizeof name, "export cross-stream, %d thread%s: beyond its %.0f backend calls",
-             threads, threads > 1 ? "s" : "", calls);
-    report(name, ns - calls * baseline, "ns/op");
-    snprintf(name, sizeof name, "export cross-stream, %d thread%s: thread CPU time", threads,
-             threads > 1 ? "s" : "");
-    report(name, cpu_ns, "ns/op");
-    snprintf(name, sizeof name, "export cross-stream, %d thread%s: all threads together", threads,
-             threads > 1 ? "s" : "");
-    report(name, aggregate[threads], "Mexports/s");
+  static atomic_int go;
+  atomic_store(&go, 0);
+  export_run runs[MAX_THREADS];
+  for (int t = 0; t < threads; t++) {
+    runs[t] = (export_run){.which = CROSS_STREAM, .go = &go};
+    pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
   }
-  report("export cross-stream, 2 threads / 1 thread, ns per export", per_op[2] / per_op[1], "ratio");
-  report("export cross-stream, 2 threads / 1 thread, CPU ns per export", cpu_per_op[2] / cpu_per_op[1],
+  double start = now_ns();
+  atomic_store(&go, 1);
+  thread_figures f = {0};
+  for (int t = 0; t < threads; t++) {
+    pthread_join(runs[t].thread, NULL);
+    f.ns += runs[t].ns_per_op / threads;
+    f.cpu_ns += runs[t].cpu_ns_per_op / threads;
+    f.calls = runs[t].calls_per_op;
+  }
+  f.aggregate = (double)threads * ITERATIONS / ((now_ns() - start) / 1e9) / 1e6;
+  return f;
+}
+
+static double median3(double a, double b, double c) {
+  return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+static void bench_export_threads(double baseline) {
+  enum { COUNTS = 4, ROUNDS = 3 };
+  static const int counts[COUNTS] = {1, 2, 4, 8};
+  thread_figures rounds[COUNTS][ROUNDS], f[COUNTS];
+  for (int round = 0; round < ROUNDS; round++)
+    for (int c = 0; c < COUNTS; c++) rounds[c][round] = run_export_threads(counts[c]);
+  for (int c = 0; c < COUNTS; c++) {
+    thread_figures *r = rounds[c];
+    f[c] = (thread_figures){median3(r[0].ns, r[1].ns, r[2].ns),
+                            median3(r[0].cpu_ns, r[1].cpu_ns, r[2].cpu_ns), r[0].calls,
+                            median3(r[0].aggregate, r[1].aggregate, r[2].aggregate)};
+    const char *plural = counts[c] > 1 ? "s" : "";
+    char name[96];
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s", counts[c], plural);
+    report(name, f[c].ns, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: beyond its %.0f backend calls",
+             counts[c], plural, f[c].calls);
+    report(name, f[c].ns - f[c].calls * baseline, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: thread CPU time", counts[c], plural);
+    report(name, f[c].cpu_ns, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: all threads together", counts[c],
+             plural);
+    report(name, f[c].aggregate, "Mexports/s");
+  }
+  report("export cross-stream, 2 threads / 1 thread, ns per export", f[1].ns / f[0].ns, "ratio");
+  report("export cross-stream, 2 threads / 1 thread, CPU ns per export", f[1].cpu_ns / f[0].cpu_ns,
          "ratio");
-  report("export cross-stream, throughput 4 threads / 2 threads", aggregate[4] / aggregate[2], "ratio");
-  report("export cross-stream, throughput 8 threads / 4 threads", aggregate[8] / aggregate[4], "ratio");
+  report("export cross-stream, throughput 4 threads / 2 threads", f[2].aggregate / f[1].aggregate,
+         "ratio");
+  report("export cross-stream, throughput 8 threads / 4 threads", f[3].aggregate / f[2].aggregate,
+         "ratio");
 }
 
 /* f(a, b, c), all three written on one producer stream, consumed on another. */

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -233,8 +234,9 @@ typedef struct cache_slot {
   void *events[DL_SYNC__CACHE_EVENTS];
 } cache_slot;
 
+/* Aligned to a cache line so that no two threads' caches share one. */
 typedef struct thread_cache {
-  struct thread_cache *prev, *next; /* all live caches, under caches_lock */
+  _Alignas(64) struct thread_cache *prev, *next; /* all live caches, under caches_lock */
   unsigned next_victim;
   cache_slot slots[DL_SYNC__CACHE_POOLS];
 } thread_cache;
@@ -288,8 +290,9 @@ static thread_cache *cache_of_this_thread(void) {
   if (this_thread != NULL) return this_thread;
   pthread_once(&cache_key_once, make_cache_key);
   if (!cache_key_made) return NULL;
-  thread_cache *cache = calloc(1, sizeof *cache);
+  thread_cache *cache = aligned_alloc(_Alignof(thread_cache), sizeof *cache);
   if (cache == NULL) return NULL;
+  memset(cache, 0, sizeof *cache);
   if (pthread_setspecific(cache_key, cache) != 0) {
     free(cache);
     return NULL;
