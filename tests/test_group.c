@@ -424,6 +424,11 @@ static void test_a_legacy_consumer_under_capture_is_ecapture_without_asking_it(v
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_ACTIVE, 7, 0);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_ECAPTURE);
   assert_error_mentions("legacy stream cannot join a capture");
+  /* The stream=None policy is the producer's export rule; a group is the consumer's. */
+  assert_int_equal(dl_sync_set_capture_policy(DL_SYNC_CAPTURE_NONE_IS_NO_SYNC), DL_SYNC_OK);
+  assert_int_equal(dl_sync_group_add_stream(&group, on(cuda0, MOCK_STREAM_A)), DL_SYNC_OK);
+  expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_ACTIVE, 7, 0);
+  assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_ECAPTURE);
 }
 
 /* --- failures ------------------------------------------------------------------------- */
