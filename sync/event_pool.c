@@ -1,14 +1,16 @@
 /*
  * The event pool: per backend and device, events created once with timing disabled and
- * reused for ever. Steady state takes a mutex and moves a pointer: no allocation and no
- * runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one event query).
+ * reused for ever. Taking or giving back an event locks the pool and moves a pointer: no
+ * allocation and no runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one
+ * event query).
  *
  * Every live event has a slot reserved in its pool's ring when it is created, so giving
  * one back never allocates and never fails: that is what lets graph user-object
  * destructors, which run where no runtime call is allowed, return events.
  *
  * In front of the pools, each thread keeps a few idle events per pool (the thread cache),
- * so that threads pushing dependencies on one device do not contend for its pool's lock.
+ * so that threads pushing dependencies on one device do not contend for its pool's lock:
+ * in steady state a dependency takes no lock at all.
  * Only events borrowed and given back within one call go through it; a thread's cache
  * returns to the pools when the thread exits (a pthread key destructor, which makes no
  * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
