@@ -568,6 +568,14 @@ static void test_a_producer_of_another_backend_is_einval(void **state) {
   assert_int_equal(dl_sync_set_backend(kDLCUDAHost, &mock_backend), DL_SYNC_OK);
 }
 
+/* Callers hold the struct by value: its size is part of the ABI of this major version. */
+static void test_the_group_layout_is_pinned(void **state) {
+  (void)state;
+  if (sizeof(void *) != 8) skip();
+  assert_int_equal(DL_SYNC_GROUP_MAX, 16);
+  assert_int_equal(sizeof(dl_sync_group), 936);
+}
+
 #define GROUP_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void) {
@@ -600,6 +608,7 @@ int main(void) {
       GROUP_TEST(test_a_tensor_event_of_another_family_is_einval),
       GROUP_TEST(test_a_cpu_consumer_has_nothing_to_order),
       GROUP_TEST(test_a_producer_of_another_backend_is_einval),
+      cmocka_unit_test(test_the_group_layout_is_pinned),
   };
   return cmocka_run_group_tests_name("group", tests, NULL, NULL);
 }
