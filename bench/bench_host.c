@@ -1,8 +1,12 @@
 /*
  * Host-side costs of dlsync, measured side by side in one run. Prints one line per
  * figure: "name<TAB>value<TAB>unit". bench/run.sh repeats runs and tabulates medians.
- *   - dl_sync_export on a null backend (calls return at once): fast paths and the
- *     cross-stream path, 1 and 2 threads, next to an empty call through a function pointer;
+ *   - dl_sync_export on a null backend (calls return at once): fast paths with 1 and 2
+ *     threads, the cross-stream path with 1, 2, 4 and 8 threads on one device (per-thread
+ *     cost and aggregate throughput, as ratios), next to an empty call through a function
+ *     pointer;
+ *   - f(a, b, c) from one producer stream: a dependency group against one export per
+ *     tensor, in runtime calls and ns;
  *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
  *   - exchanges per second end to end on the simulated device.
  */
@@ -24,6 +28,14 @@
 static double now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* CPU time of the calling thread: unlike wall time, not inflated when other processes
+   share the cores, yet it still counts spinning and cache-line transfers. */
+static double thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
@@ -53,8 +65,10 @@ typedef enum path { SAME_STREAM, NO_SYNC, CPU, CROSS_STREAM } path;
 
 typedef struct export_run {
   pthread_t thread;
+  atomic_int *go; /* NULL: start at once */
   path which;
   double ns_per_op;
+  double cpu_ns_per_op;
   double calls_per_op;
 } export_run;
 
@@ -68,18 +82,22 @@ static void *time_export(void *context) {
                            : r->which == CPU        ? dl_sync_stream_arg_none()
                                                     : dl_sync_stream_arg_int((intptr_t)&streams[1]);
   dl_sync_export(producer, arg); /* warm the pool */
+  while (r->go != NULL && !atomic_load(r->go)) {
+  }
   long calls_before = calls_total();
+  double cpu_start = thread_cpu_ns();
   double start = now_ns();
   for (int i = 0; i < ITERATIONS; i++) dl_sync_export(producer, arg);
   r->ns_per_op = (now_ns() - start) / ITERATIONS;
+  r->cpu_ns_per_op = (thread_cpu_ns() - cpu_start) / ITERATIONS;
   r->calls_per_op = (double)(calls_total() - calls_before) / ITERATIONS;
   return NULL;
 }
 
-static void bench_export(double baseline) {
+static void bench_export(void) {
   static const char *names[] = {"export same stream", "export stream=-1", "export cpu",
                                 "export cross-stream"};
-  for (int which = SAME_STREAM; which <= CROSS_STREAM; which++) {
+  for (int which = SAME_STREAM; which < CROSS_STREAM; which++) {
     for (int threads = 1; threads <= 2; threads++) {
       export_run runs[2] = {{.which = (path)which}, {.which = (path)which}};
       for (int t = 0; t < threads; t++) pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
@@ -92,13 +110,108 @@ static void bench_export(double baseline) {
       char name[96];
       snprintf(name, sizeof name, "%s, %d thread%s", names[which], threads, threads > 1 ? "s" : "");
       report(name, ns, "ns/op");
-      if (which == CROSS_STREAM) {
-        snprintf(name, sizeof name, "%s, %d thread%s: beyond its %.0f backend calls", names[which],
-                 threads, threads > 1 ? "s" : "", calls);
-        report(name, ns - calls * baseline, "ns/op");
-      }
+      (void)calls;
     }
   }
+}
+
+/* The cross-stream export from 1, 2, 4 and 8 threads on one device, started together:
+   each thread's cost per export, and exports per second of all threads together. The
+   thread counts take turns for a few rounds and each figure is the median of its rounds,
+   so a change in what else runs on the machine does not land on one thread count. */
+typedef struct thread_figures {
+  double ns, cpu_ns, calls, aggregate;
+} thread_figures;
+
+static thread_figures run_export_threads(int threads) {
+  enum { MAX_THREADS = 8 };
+  static atomic_int go;
+  atomic_store(&go, 0);
+  export_run runs[MAX_THREADS];
+  for (int t = 0; t < threads; t++) {
+    runs[t] = (export_run){.which = CROSS_STREAM, .go = &go};
+    pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
+  }
+  double start = now_ns();
+  atomic_store(&go, 1);
+  thread_figures f = {0};
+  for (int t = 0; t < threads; t++) {
+    pthread_join(runs[t].thread, NULL);
+    f.ns += runs[t].ns_per_op / threads;
+    f.cpu_ns += runs[t].cpu_ns_per_op / threads;
+    f.calls = runs[t].calls_per_op;
+  }
+  f.aggregate = (double)threads * ITERATIONS / ((now_ns() - start) / 1e9) / 1e6;
+  return f;
+}
+
+static double median3(double a, double b, double c) {
+  return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+static void bench_export_threads(double baseline) {
+  enum { COUNTS = 4, ROUNDS = 3 };
+  static const int counts[COUNTS] = {1, 2, 4, 8};
+  thread_figures rounds[COUNTS][ROUNDS], f[COUNTS];
+  for (int round = 0; round < ROUNDS; round++)
+    for (int c = 0; c < COUNTS; c++) rounds[c][round] = run_export_threads(counts[c]);
+  for (int c = 0; c < COUNTS; c++) {
+    thread_figures *r = rounds[c];
+    f[c] = (thread_figures){median3(r[0].ns, r[1].ns, r[2].ns),
+                            median3(r[0].cpu_ns, r[1].cpu_ns, r[2].cpu_ns), r[0].calls,
+                            median3(r[0].aggregate, r[1].aggregate, r[2].aggregate)};
+    const char *plural = counts[c] > 1 ? "s" : "";
+    char name[96];
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s", counts[c], plural);
+    report(name, f[c].ns, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: beyond its %.0f backend calls",
+             counts[c], plural, f[c].calls);
+    report(name, f[c].ns - f[c].calls * baseline, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: thread CPU time", counts[c], plural);
+    report(name, f[c].cpu_ns, "ns/op");
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: all threads together", counts[c],
+             plural);
+    report(name, f[c].aggregate, "Mexports/s");
+  }
+  report("export cross-stream, 2 threads / 1 thread, ns per export", f[1].ns / f[0].ns, "ratio");
+  report("export cross-stream, 2 threads / 1 thread, CPU ns per export", f[1].cpu_ns / f[0].cpu_ns,
+         "ratio");
+  report("export cross-stream, throughput 4 threads / 2 threads", f[2].aggregate / f[1].aggregate,
+         "ratio");
+  report("export cross-stream, throughput 8 threads / 4 threads", f[3].aggregate / f[2].aggregate,
+         "ratio");
+}
+
+/* f(a, b, c), all three written on one producer stream, consumed on another. */
+static void bench_group(void) {
+  enum { CALLS = 1000000 };
+  int a, b;
+  dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, &a);
+  dl_sync_stream consumer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, &b);
+  dl_sync_stream_arg consumer_arg = dl_sync_stream_arg_int((intptr_t)&b);
+  dl_sync_export(producer, consumer_arg); /* warm the pool */
+  long calls_before = calls_total();
+  double start = now_ns();
+  for (int i = 0; i < CALLS; i++)
+    for (int tensor = 0; tensor < 3; tensor++) dl_sync_export(producer, consumer_arg);
+  double per_tensor_ns = (now_ns() - start) / CALLS;
+  double per_tensor_calls = (double)(calls_total() - calls_before) / CALLS;
+
+  calls_before = calls_total();
+  start = now_ns();
+  for (int i = 0; i < CALLS; i++) {
+    dl_sync_group group;
+    dl_sync_group_init(&group, consumer);
+    for (int tensor = 0; tensor < 3; tensor++) dl_sync_group_add_stream(&group, producer);
+    dl_sync_group_wait(&group);
+  }
+  double grouped_ns = (now_ns() - start) / CALLS;
+  double grouped_calls = (double)(calls_total() - calls_before) / CALLS;
+  report("f(a,b,c) one export per tensor: runtime calls", per_tensor_calls, "calls");
+  report("f(a,b,c) group: runtime calls", grouped_calls, "calls");
+  report("f(a,b,c) one export per tensor", per_tensor_ns, "ns/call");
+  report("f(a,b,c) group", grouped_ns, "ns/call");
+  report("f(a,b,c) per tensor / group, ns", per_tensor_ns / grouped_ns, "ratio");
 }
 
 /* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
@@ -187,7 +300,9 @@ int main(void) {
   dl_sync_set_backend(kDLCUDA, &null_backend);
   double baseline = time_empty_call();
   report("empty call through a function pointer", baseline, "ns/op");
-  bench_export(baseline);
+  bench_export();
+  bench_export_threads(baseline);
+  bench_group();
   bench_strategies();
   dl_sync_shutdown();
   bench_sim();

@@ -1,6 +1,7 @@
 /*
  * The event pool alone: acquire + release per thread, 1 to 8 threads spread over 1 or 2
- * devices, and heap allocations per operation (the binary wraps malloc). Linked with the
+ * devices, directly and through the thread caches (borrow + return), and heap allocations
+ * per operation (the binary wraps malloc). Linked with the
  * static library, whose internal pool functions it calls. Prints "name<TAB>value<TAB>unit".
  */
 #define _GNU_SOURCE
@@ -29,6 +30,14 @@ static double now_ns(void) {
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+/* CPU time of the calling thread: not inflated when other processes share the cores,
+   yet it counts spinning and cache-line transfers. */
+static double thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
 static void report(const char *name, double value, const char *unit) {
   printf("%s\t%.2f\t%s\n", name, value, unit);
 }
@@ -37,7 +46,9 @@ static void report(const char *name, double value, const char *unit) {
 typedef struct pool_run {
   pthread_t thread;
   dl_sync__pool *pool;
+  int cached; /* borrow + return through the thread cache */
   double ns_per_op;
+  double cpu_ns_per_op;
 } pool_run;
 
 static atomic_int pool_go;
@@ -49,45 +60,61 @@ static void *time_pool(void *arg) {
   dl_sync__device_guard_init(&guard, &null_backend);
   while (!atomic_load(&pool_go)) {
   }
+  double cpu_start = thread_cpu_ns();
   double start = now_ns();
   for (int i = 0; i < POOL_OPS; i++) {
     void *event;
-    dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
-    dl_sync__pool_release(r->pool, event);
+    if (r->cached) {
+      dl_sync__pool_borrow(r->pool, "bench", &guard, &event);
+      dl_sync__pool_return(r->pool, event);
+    } else {
+      dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
+      dl_sync__pool_release(r->pool, event);
+    }
   }
   r->ns_per_op = (now_ns() - start) / POOL_OPS;
+  r->cpu_ns_per_op = (thread_cpu_ns() - cpu_start) / POOL_OPS;
   return NULL;
 }
 
-static void bench_pool(void) {
+static void bench_pool(int cached) {
   for (int devices = 1; devices <= 2; devices++) {
     for (int threads = 1; threads <= 8; threads *= 2) {
       pool_run runs[8];
       atomic_store(&pool_go, 0);
       for (int t = 0; t < threads; t++) {
+        runs[t].cached = cached;
         dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);
       atomic_store(&pool_go, 1);
-      double ns = 0;
+      double ns = 0, cpu_ns = 0;
       for (int t = 0; t < threads; t++) {
         pthread_join(runs[t].thread, NULL);
         ns += runs[t].ns_per_op / threads;
+        cpu_ns += runs[t].cpu_ns_per_op / threads;
       }
       long allocated = atomic_load(&allocations) - allocations_before;
       char name[96];
-      snprintf(name, sizeof name, "pool acquire+release, %d thread%s, %d device%s", threads,
+      snprintf(name, sizeof name, "%s, %d thread%s, %d device%s",
+               cached ? "thread cache borrow+return" : "pool acquire+release", threads,
                threads > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
       report(name, ns, "ns/op");
-      snprintf(name, sizeof name, "pool allocations per op, %d threads, %d devices", threads, devices);
+      snprintf(name, sizeof name, "%s, %d thread%s, %d device%s: thread CPU time",
+               cached ? "thread cache borrow+return" : "pool acquire+release", threads,
+               threads > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
+      report(name, cpu_ns, "ns/op");
+      snprintf(name, sizeof name, "%s allocations per op, %d threads, %d devices",
+               cached ? "thread cache" : "pool", threads, devices);
       report(name, (double)allocated / (threads * 1000000.0), "allocs/op");
     }
   }
 }
 
 int main(void) {
-  bench_pool();
+  bench_pool(0);
+  bench_pool(1);
   dl_sync_shutdown();
   return 0;
 }

@@ -1,15 +1,26 @@
 /*
  * The event pool: per backend and device, events created once with timing disabled and
- * reused for ever. Steady state takes a mutex and moves a pointer: no allocation and no
- * runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one event query).
+ * reused for ever. Taking or giving back an event locks the pool and moves a pointer: no
+ * allocation and no runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one
+ * event query).
  *
  * Every live event has a slot reserved in its pool's ring when it is created, so giving
  * one back never allocates and never fails: that is what lets graph user-object
  * destructors, which run where no runtime call is allowed, return events.
+ *
+ * In front of the pools, each thread keeps a few idle events per pool (the thread cache),
+ * so that threads pushing dependencies on one device do not contend for its pool's lock:
+ * in steady state a dependency takes no lock at all.
+ * Only events borrowed and given back within one call go through it; a thread's cache
+ * returns to the pools when the thread exits (a pthread key destructor, which makes no
+ * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
+ * pool alone knows which idle event is the oldest.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -207,6 +218,162 @@ void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
   unlock(&pool->lock);
 }
 
+/* --- the thread cache ------------------------------------------------------------- */
+
+/* A thread rarely works with more than a few devices at once, and it borrows one event
+   at a time (returned before the next is borrowed), so one idle event per pool is the
+   steady state; a spare slot keeps a return from ever needing the pool's lock. */
+enum { DL_SYNC__CACHE_POOLS = 4, DL_SYNC__CACHE_EVENTS = 2 };
+
+/* Idle events of one pool. The owning thread is the only writer while it lives; stats
+   read pool, count and acquired from other threads, hence the atomics (relaxed: a
+   snapshot). events is read by other threads only at shutdown, which callers keep apart
+   from every other dlsync call. */
+typedef struct cache_slot {
+  _Atomic(dl_sync__pool *) pool;
+  atomic_uint count;
+  atomic_uint_fast64_t acquired; /* borrows served here, not yet counted by the pool */
+  void *events[DL_SYNC__CACHE_EVENTS];
+} cache_slot;
+
+/* Aligned to a cache line so that no two threads' caches share one. */
+typedef struct thread_cache {
+  _Alignas(64) struct thread_cache *prev, *next; /* all live caches, under caches_lock */
+  unsigned next_victim;
+  cache_slot slots[DL_SYNC__CACHE_POOLS];
+} thread_cache;
+
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_cache *caches;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t cache_key;
+static int cache_key_made;
+static _Thread_local thread_cache *this_thread;
+
+#define DL_SYNC__RELAXED memory_order_relaxed
+
+/* Gives the slot's events and its count of borrows to its pool and unbinds it. No runtime
+   call: safe in a thread's exit. */
+static void slot_flush(cache_slot *slot) {
+  dl_sync__pool *pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
+  if (pool == NULL) return;
+  unsigned count = atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
+  lock(&pool->lock);
+  for (unsigned i = 0; i < count; i++) ring_push(pool, slot->events[i]);
+  pool->outstanding -= count;
+  pool->acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+  unlock(&pool->lock);
+  atomic_store_explicit(&slot->count, 0, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->acquired, 0, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);
+}
+
+/* The pthread key destructor: the thread is exiting. */
+static void cache_destroy(void *object) {
+  thread_cache *cache = object;
+  pthread_mutex_lock(&caches_lock);
+  if (cache->prev != NULL)
+    cache->prev->next = cache->next;
+  else
+    caches = cache->next;
+  if (cache->next != NULL) cache->next->prev = cache->prev;
+  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
+  pthread_mutex_unlock(&caches_lock);
+  this_thread = NULL; /* a later destructor's dlsync call makes a new one */
+  free(cache);
+}
+
+static void make_cache_key(void) {
+  cache_key_made = pthread_key_create(&cache_key, cache_destroy) == 0;
+}
+
+/* This thread's cache, or NULL when none can be made (the pools then serve directly). */
+static thread_cache *cache_of_this_thread(void) {
+  if (this_thread != NULL) return this_thread;
+  pthread_once(&cache_key_once, make_cache_key);
+  if (!cache_key_made) return NULL;
+  thread_cache *cache = aligned_alloc(_Alignof(thread_cache), sizeof *cache);
+  if (cache == NULL) return NULL;
+  memset(cache, 0, sizeof *cache);
+  if (pthread_setspecific(cache_key, cache) != 0) {
+    free(cache);
+    return NULL;
+  }
+  pthread_mutex_lock(&caches_lock);
+  cache->next = caches;
+  if (caches != NULL) caches->prev = cache;
+  caches = cache;
+  pthread_mutex_unlock(&caches_lock);
+  this_thread = cache;
+  return cache;
+}
+
+/* The calling thread's slot for pool; NULL when pool must be used directly. */
+static cache_slot *slot_for(dl_sync__pool *pool) {
+  if (pool->backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) return NULL;
+  thread_cache *cache = cache_of_this_thread();
+  if (cache == NULL) return NULL;
+  cache_slot *unbound = NULL;
+  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
+    dl_sync__pool *owner = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
+    if (owner == pool) return &cache->slots[i];
+    if (owner == NULL && unbound == NULL) unbound = &cache->slots[i];
+  }
+  if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
+    unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
+    pthread_mutex_lock(&caches_lock); /* stats see the events in one place or the other */
+    slot_flush(unbound);
+    pthread_mutex_unlock(&caches_lock);
+  }
+  atomic_store_explicit(&unbound->pool, pool, DL_SYNC__RELAXED);
+  return unbound;
+}
+
+int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
+                         void **event) {
+  cache_slot *slot = slot_for(pool);
+  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
+  if (count == 0) return dl_sync__pool_acquire(pool, func, guard, event);
+  *event = slot->events[count - 1];
+  atomic_store_explicit(&slot->count, count - 1, DL_SYNC__RELAXED);
+  uint_fast64_t acquired = atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+  atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
+  return DL_SYNC_OK;
+}
+
+void dl_sync__pool_return(dl_sync__pool *pool, void *event) {
+  cache_slot *slot = slot_for(pool);
+  unsigned count =
+      slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : DL_SYNC__CACHE_EVENTS;
+  if (count == DL_SYNC__CACHE_EVENTS) {
+    dl_sync__pool_release(pool, event);
+    return;
+  }
+  slot->events[count] = event;
+  atomic_store_explicit(&slot->count, count + 1, DL_SYNC__RELAXED);
+}
+
+/* What the thread caches hold for pool: idle events and borrows not yet counted. The
+   caller holds caches_lock, so no event moves between a cache and the pool meanwhile. */
+static void cached_for(dl_sync__pool *pool, uint64_t *idle, uint64_t *acquired) {
+  *idle = *acquired = 0;
+  for (thread_cache *cache = caches; cache != NULL; cache = cache->next)
+    for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
+      cache_slot *slot = &cache->slots[i];
+      if (atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED) != pool) continue;
+      *idle += atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
+      *acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+    }
+}
+
+/* Every thread's cache back to the pools; caller holds caches_lock. */
+static void flush_all_caches(void) {
+  for (thread_cache *cache = caches; cache != NULL; cache = cache->next)
+    for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
+}
+
+/* --- statistics and shutdown ------------------------------------------------------- */
+
 int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
                            dl_sync_pool_stats *out) {
   static const char *const func = "dl_sync_pool_stats_get";
@@ -220,13 +387,18 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   pool_set *set = find_set(backend, 0);
   dl_sync__pool *pool = set != NULL ? atomic_load(&set->pools[device_id]) : NULL;
   if (pool == NULL) return DL_SYNC_OK;
+  /* Events in thread caches are idle, not outstanding, as if they were in the pool. */
+  uint64_t cached = 0, cached_acquired = 0;
+  pthread_mutex_lock(&caches_lock);
+  cached_for(pool, &cached, &cached_acquired);
   lock(&pool->lock);
   *out = (dl_sync_pool_stats){.created = pool->created,
                               .destroyed = pool->destroyed,
-                              .idle = pool->count,
-                              .outstanding = pool->outstanding,
-                              .acquired = pool->acquired};
+                              .idle = pool->count + cached,
+                              .outstanding = pool->outstanding - cached,
+                              .acquired = pool->acquired + cached_acquired};
   unlock(&pool->lock);
+  pthread_mutex_unlock(&caches_lock);
   return DL_SYNC_OK;
 }
 
@@ -248,6 +420,8 @@ static int drain(dl_sync__pool *pool, int status) {
 
 int dl_sync_shutdown(void) {
   int status = DL_SYNC_OK;
+  pthread_mutex_lock(&caches_lock); /* held throughout: exiting threads flush into pools */
+  flush_all_caches();
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
     if (atomic_load(&set->backend) == NULL) continue;
@@ -265,5 +439,6 @@ int dl_sync_shutdown(void) {
     }
     if (!kept) atomic_store(&set->backend, NULL);
   }
+  pthread_mutex_unlock(&caches_lock);
   return status;
 }

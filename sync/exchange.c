@@ -1,10 +1,9 @@
 /* The DLPack C exchange table: finding a usable version and the producer's stream. */
 #include "internal.h"
 
-static const char *const func = "dl_sync_stream_from_exchange_api";
-
 /* The newest table with major version 1, walking prev_api past newer majors. */
-static int find_table(const DLPackExchangeAPI *api, const DLPackExchangeAPI **found) {
+static int find_table(const char *func, const DLPackExchangeAPI *api,
+                      const DLPackExchangeAPI **found) {
   const DLPackExchangeAPIHeader *header = &api->header;
   for (int depth = 0; header != NULL; depth++, header = header->prev_api) {
     if (depth == DL_SYNC_EXCHANGE_MAX_CHAIN)
@@ -26,14 +25,14 @@ static int find_table(const DLPackExchangeAPI *api, const DLPackExchangeAPI **fo
                         (unsigned)api->header.version.major, (unsigned)api->header.version.minor);
 }
 
-int dl_sync_stream_from_exchange_api(const DLPackExchangeAPI *api, DLDevice device,
-                                     dl_sync_stream *out) {
+int dl_sync__exchange_stream(const char *func, const DLPackExchangeAPI *api, DLDevice device,
+                             dl_sync_stream *out) {
   if (api == NULL || out == NULL)
     return dl_sync__error(DL_SYNC_EINVAL, func, "api (%p) and out (%p) must not be NULL",
                           (const void *)api, (void *)out);
   int status = dl_sync__check_device(func, "device", device);
   const DLPackExchangeAPI *table = NULL;
-  if (status == DL_SYNC_OK) status = find_table(api, &table);
+  if (status == DL_SYNC_OK) status = find_table(func, api, &table);
   if (status != DL_SYNC_OK) return status;
   if (table->current_work_stream == NULL)
     return dl_sync__error(DL_SYNC_ENOTSUP, func,
@@ -49,4 +48,9 @@ int dl_sync_stream_from_exchange_api(const DLPackExchangeAPI *api, DLDevice devi
                           dl_sync__device_type_name(device.device_type), (int)device.device_id, rc);
   *out = dl_sync_stream_view(device, stream);
   return DL_SYNC_OK;
+}
+
+int dl_sync_stream_from_exchange_api(const DLPackExchangeAPI *api, DLDevice device,
+                                     dl_sync_stream *out) {
+  return dl_sync__exchange_stream("dl_sync_stream_from_exchange_api", api, device, out);
 }

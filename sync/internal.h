@@ -62,12 +62,47 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
                           void **event);
 /* Gives an event back. Makes no runtime call, so it is safe from runtime callbacks. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
+/* dl_sync__pool_acquire and _release through the calling thread's cache of idle events,
+   so that threads working on one device do not contend for its pool. Only for an event
+   that the calling thread takes and gives back within one call; an event that outlives
+   the call (owned by a graph or a tensor) goes back with dl_sync__pool_release. */
+int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
+                         void **event);
+void dl_sync__pool_return(dl_sync__pool *pool, void *event);
+
+/* exchange.c: the producer's current work stream from its exchange table. */
+int dl_sync__exchange_stream(const char *func, const DLPackExchangeAPI *api, DLDevice device,
+                             dl_sync_stream *out);
+
+/* push_dep.c: one dependency src -> dst under the capture table of DESIGN §4. */
+typedef struct dl_sync__dep {
+  const char *func;
+  dl_sync_stream src, dst; /* canonical handles, of one device family */
+  const dl_sync_backend *backend;
+  dl_sync__pool *pool; /* src's device */
+  dl_sync__device_guard guard;
+  int none_arg; /* export(stream=None): may be no sync while src captures */
+  /* dst's capture state, queried at most once for all the sources ordered before it:
+     ordering a source never changes it (a wait that would pull dst into a capture is
+     refused with ECAPTURE, not made) */
+  int dst_queried;
+  dl_sync_capture_info dst_capture;
+} dl_sync__dep;
+
+/* src's capture state; ECAPTURE for an invalidated capture. */
+int dl_sync__dep_query(dl_sync__dep *d, dl_sync_stream stream, dl_sync_capture_info *info);
+/* dst's capture state, queried on first use only. */
+int dl_sync__dep_dst_capture(dl_sync__dep *d, const dl_sync_capture_info **info);
+/* Orders d->src before d->dst: queries src (and dst unless known), then record + wait,
+   an external wait owned by dst's graph, or ECAPTURE. */
+int dl_sync__dep_order(dl_sync__dep *d);
 
 /* tensor_recognize.c: the ABI major of a dlsync deleter of any copy in the process
    (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
 int dl_sync__deleter_major(uintptr_t deleter, int legacy);
 
-/* tensor.c: per-tensor events as the dependency groups reach them (one wait path). */
+/* tensor.c: the per-tensor event, the one path by which the rest of dlsync reaches it
+   (the public waits and the dependency groups). */
 typedef struct dl_sync__tensor_event_ref {
   void *event;     /* the native event handle: equal handles are one event */
   DLDevice device; /* where it was recorded */

@@ -9,21 +9,13 @@
 
 static atomic_int capture_policy = DL_SYNC_CAPTURE_STRICT;
 
-/* One dependency being pushed. */
-typedef struct dep {
-  const char *func;
-  dl_sync_stream src, dst; /* canonical handles */
-  const dl_sync_backend *backend;
-  dl_sync__pool *pool; /* src's device */
-  dl_sync__device_guard guard;
-  int none_arg; /* export(stream=None): may be no sync while src captures */
-} dep;
+typedef dl_sync__dep dep;
 
 static int use_stream_device(dep *d, dl_sync_stream stream) {
   return dl_sync__device_guard_use_stream(&d->guard, d->func, stream);
 }
 
-static int query_capture(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
+int dl_sync__dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
   int status = use_stream_device(d, stream);
   if (status != DL_SYNC_OK) return status;
   const dl_sync_backend *b = d->backend;
@@ -36,6 +28,16 @@ static int query_capture(dep *d, dl_sync_stream stream, dl_sync_capture_info *in
                         "capture and start again",
                         stream.handle, dl_sync__device_type_name(stream.device.device_type),
                         (int)stream.device.device_id);
+}
+
+int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
+  if (!d->dst_queried) {
+    int status = dl_sync__dep_query(d, d->dst, &d->dst_capture);
+    if (status != DL_SYNC_OK) return status;
+    d->dst_queried = 1;
+  }
+  *info = &d->dst_capture;
+  return DL_SYNC_OK;
 }
 
 static int record(dep *d, void *event) {
@@ -62,11 +64,11 @@ static int wait(dep *d, void *event, int external) {
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 static int record_and_wait(dep *d) {
   void *event = NULL;
-  int status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &event);
+  int status = dl_sync__pool_borrow(d->pool, d->func, &d->guard, &event);
   if (status != DL_SYNC_OK) return status;
   status = record(d, event);
   if (status == DL_SYNC_OK) status = wait(d, event, 0);
-  dl_sync__pool_release(d->pool, event);
+  dl_sync__pool_return(d->pool, event);
   return status;
 }
 
@@ -76,6 +78,8 @@ typedef struct graph_event {
   void *event;
 } graph_event;
 
+/* Runs where no runtime call is allowed, on any thread: straight back to the pool, never
+   to the cache of the thread it happens to run on. */
 static void graph_event_release(void *object) {
   graph_event *owned = object;
   dl_sync__pool_release(owned->pool, owned->event);
@@ -132,18 +136,19 @@ static int is_legacy(dl_sync_stream stream) {
                                : NULL);
 }
 
-static int order_streams(dep *d) {
-  dl_sync_capture_info src_capture, dst_capture;
-  int status = query_capture(d, d->src, &src_capture);
+int dl_sync__dep_order(dep *d) {
+  dl_sync_capture_info src_capture;
+  const dl_sync_capture_info *dst_capture = NULL;
+  int status = dl_sync__dep_query(d, d->src, &src_capture);
   if (status != DL_SYNC_OK) return status;
   int src_capturing = src_capture.status == DL_SYNC_CAPTURE_ACTIVE;
   if (src_capturing && is_legacy(d->dst)) return legacy_stream_under_capture(d);
 
-  status = query_capture(d, d->dst, &dst_capture);
+  status = dl_sync__dep_dst_capture(d, &dst_capture);
   if (status != DL_SYNC_OK) return status;
-  int dst_capturing = dst_capture.status == DL_SYNC_CAPTURE_ACTIVE;
+  int dst_capturing = dst_capture->status == DL_SYNC_CAPTURE_ACTIVE;
   if (!src_capturing) return dst_capturing ? wait_external(d) : record_and_wait(d);
-  if (dst_capturing && dst_capture.id == src_capture.id) return record_and_wait(d);
+  if (dst_capturing && dst_capture->id == src_capture.id) return record_and_wait(d);
   if (dst_capturing)
     return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
                           "the producer's stream %p and the consumer's stream %p are "
@@ -193,7 +198,7 @@ static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, in
   status = dl_sync__pool_get(func, d.backend, src.device, &d.pool);
   if (status != DL_SYNC_OK) return status;
   dl_sync__device_guard_init(&d.guard, d.backend);
-  status = order_streams(&d);
+  status = dl_sync__dep_order(&d);
   return dl_sync__device_guard_end(&d.guard, func, src.device, status);
 }
 

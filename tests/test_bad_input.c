@@ -94,6 +94,28 @@ static int after_shutdown(void) {
   return dl_sync_push_dep(view(cuda0, a), view(cuda0, b)); /* the pool is rebuilt */
 }
 
+static dl_sync_group group;
+
+static dl_sync_group *cuda_group(void) {
+  dl_sync_group_init(&group, view(cuda0, NULL));
+  return &group;
+}
+
+static int uninitialized_group(void) {
+  dl_sync_group blank;
+  memset(&blank, 0, sizeof blank);
+  return dl_sync_group_add_stream(&blank, view(cuda0, NULL));
+}
+
+static int too_many_producers(void) {
+  static int handles[DL_SYNC_GROUP_MAX + 1];
+  dl_sync_group *g = cuda_group();
+  int status = DL_SYNC_OK;
+  for (int i = 0; i <= DL_SYNC_GROUP_MAX && status == DL_SYNC_OK; i++)
+    status = dl_sync_group_add_stream(g, view(cuda0, &handles[i]));
+  return status;
+}
+
 typedef struct row {
   const char *function;
   const char *input;
@@ -151,6 +173,17 @@ typedef struct row {
   X("dl_sync_stream_from_exchange_api", "version 1.1", exchange(1, 1, 0, stream_static), DL_SYNC_EINVAL, "tables exist since DLPack 1.2") \
   X("dl_sync_stream_from_exchange_api", "no current_work_stream", exchange(1, 3, 0, NULL), DL_SYNC_ENOTSUP, "has no current_work_stream") \
   X("dl_sync_stream_from_exchange_api", "producer returns -1", exchange(1, 3, 0, stream_fails), DL_SYNC_EBACKEND, "failed with -1") \
+  X("dl_sync_group_init", "group is NULL", dl_sync_group_init(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "group must not be NULL") \
+  X("dl_sync_group_init", "unknown device type 42", dl_sync_group_init(&group, view(unknown_type, NULL)), DL_SYNC_EINVAL, "unknown device type 42") \
+  X("dl_sync_group_add_stream", "uninitialized group", uninitialized_group(), DL_SYNC_EINVAL, "was not initialized: call dl_sync_group_init first") \
+  X("dl_sync_group_add_stream", "ROCm producer, CUDA consumer", dl_sync_group_add_stream(cuda_group(), view(rocm0, NULL)), DL_SYNC_EINVAL, "expected a device of the consumer's family") \
+  X("dl_sync_group_add_stream", "17 distinct producer streams", too_many_producers(), DL_SYNC_EINVAL, "already holds 16 distinct producer streams") \
+  X("dl_sync_group_add_exchange_api", "api is NULL", dl_sync_group_add_exchange_api(cuda_group(), NULL, cuda0), DL_SYNC_EINVAL, "must not be NULL") \
+  X("dl_sync_group_add_tensor", "tensor is NULL", dl_sync_group_add_tensor(cuda_group(), NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_group_add_tensor", "corrupt tensor", dl_sync_group_add_tensor(cuda_group(), &corrupt_tensor), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_group_add_tensor", "another producer's tensor", dl_sync_group_add_tensor(cuda_group(), &foreign_tensor), DL_SYNC_OK, "carries no dlsync event") \
+  X("dl_sync_group_add_legacy_tensor", "corrupt tensor", dl_sync_group_add_legacy_tensor(cuda_group(), &legacy_corrupt), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_group_wait", "group is NULL", dl_sync_group_wait(NULL), DL_SYNC_EINVAL, "group must not be NULL") \
   X("dl_sync_push_dep", "after dl_sync_shutdown", after_shutdown(), DL_SYNC_OK, NULL)
 
 static const row rows[] = {
@@ -219,7 +252,9 @@ static void print_markdown(void) {
   printf("\nLifecycle: `dl_sync_shutdown()` destroys the idle pooled events and frees the pools;\n"
          "later calls re-initialize them on demand (last row). dlsync registers no exit-time\n"
          "destructor, so a process may exit with pooled and per-tensor events outstanding\n"
-         "without any runtime call after `main` returns.\n");
+         "without any runtime call after `main` returns. The idle events a thread keeps in its\n"
+         "cache go back to the pool when the thread exits (no runtime call) and at\n"
+         "`dl_sync_shutdown()`.\n");
 }
 
 int main(int argc, char **argv) {

@@ -92,6 +92,29 @@ static void test_a_cyclic_chain_is_rejected(void **state) {
   assert_int_equal(dl_sync_stream_from_exchange_api(&a, cuda3, &out), DL_SYNC_EINVAL);
 }
 
+/* A chain of length tables whose last (oldest) is the only 1.x one. */
+static DLPackExchangeAPI *chain_of(DLPackExchangeAPI *tables, int length) {
+  tables[length - 1] = table(1, 3, NULL);
+  for (int i = length - 2; i >= 0; i--) tables[i] = table(2, 0, &tables[i + 1].header);
+  return &tables[0];
+}
+
+static void test_the_chain_limit_is_exact(void **state) {
+  (void)state;
+  DLPackExchangeAPI tables[DL_SYNC_EXCHANGE_MAX_CHAIN + 1];
+  dl_sync_stream out;
+  /* DL_SYNC_EXCHANGE_MAX_CHAIN tables are followed to the end... */
+  assert_int_equal(
+      dl_sync_stream_from_exchange_api(chain_of(tables, DL_SYNC_EXCHANGE_MAX_CHAIN), cuda3, &out),
+      DL_SYNC_OK);
+  assert_ptr_equal(out.handle, (void *)0xC0DE);
+  /* ...one more is taken as corrupt, though it ends. */
+  assert_int_equal(dl_sync_stream_from_exchange_api(
+                       chain_of(tables, DL_SYNC_EXCHANGE_MAX_CHAIN + 1), cuda3, &out),
+                   DL_SYNC_EINVAL);
+  assert_error_mentions("longer than 16 tables");
+}
+
 static void test_tables_older_than_1_2_are_rejected(void **state) {
   (void)state;
   DLPackExchangeAPI old = table(1, 1, NULL);
@@ -138,6 +161,7 @@ int main(void) {
       cmocka_unit_test(test_newer_majors_are_skipped_through_prev_api),
       cmocka_unit_test(test_no_understood_version_is_enotsup),
       cmocka_unit_test(test_a_cyclic_chain_is_rejected),
+      cmocka_unit_test(test_the_chain_limit_is_exact),
       cmocka_unit_test(test_tables_older_than_1_2_are_rejected),
       cmocka_unit_test(test_missing_current_work_stream_is_enotsup),
       cmocka_unit_test(test_a_failing_producer_is_ebackend),

@@ -119,11 +119,13 @@ DL_SYNC_API const dl_sync_backend *dl_sync_cuda_backend(void);
 /** The HIP runtime backend, or NULL when dlsync was built without HIP. */
 DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
 
-/** Event-pool counters for one backend and device. */
+/** Event-pool counters for one backend and device. Each thread keeps a few idle events
+    of the pools it used (so that threads on one device do not contend for its pool); they
+    count as idle here, and taking one counts as an acquisition. */
 typedef struct dl_sync_pool_stats {
   uint64_t created;     /**< events created by event_create */
   uint64_t destroyed;   /**< events destroyed by event_destroy */
-  uint64_t idle;        /**< events in the pool now */
+  uint64_t idle;        /**< events in the pool or in a thread's cache now */
   uint64_t outstanding; /**< events handed out and not returned (e.g. owned by graphs) */
   uint64_t acquired;    /**< acquisitions since the pool was made */
 } dl_sync_pool_stats;
@@ -133,8 +135,10 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
                                        dl_sync_pool_stats *out);
 
 /**
- * Destroys every idle pooled event (runtime calls happen here, never at exit) and frees
- * the pools that have no outstanding event. Events still owned by graphs are released to
+ * Takes back the idle events every thread keeps in its cache, destroys every idle pooled
+ * event (runtime calls happen here, never at exit) and frees the pools that have no
+ * outstanding event. A thread that exits gives its cached events back to the pool
+ * without any runtime call; only this function destroys them. Events still owned by graphs are released to
  * their pool later and stay valid. dlsync works again after it: the pools are rebuilt on
  * demand. Must not run concurrently with other dlsync calls.
  */

@@ -13,6 +13,7 @@
 #include "dlsync/tensor.h"
 #include "dlsync/tensor_event.h"
 #include "dlsync/exchange.h"
+#include "dlsync/group.h"
 #include "dlsync/backend.h"
 
 #endif /* DL_SYNC_DLSYNC_H_ */

@@ -81,6 +81,62 @@ int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t exp
   return status == 0 ? DL_SYNC_OK : DL_SYNC_EBACKEND;
 }
 
+typedef struct check3_job {
+  const int32_t *data[3];
+  int64_t count[3];
+  int32_t expected[3];
+  int64_t *wrong;
+} check3_job;
+
+/* f(a, b, c): one kernel that reads three tensors. */
+static void check3_kernel(void *arg) {
+  check3_job *job = arg;
+  for (int t = 0; t < 3; t++)
+    for (int64_t i = 0; i < job->count[t]; i++)
+      if (__atomic_load_n(&job->data[t][i], __ATOMIC_RELAXED) != job->expected[t] + (int32_t)i)
+        (*job->wrong)++;
+  free(job);
+}
+
+static int launch_check3(void *stream, DLManagedTensorVersioned *m[3], const int32_t expected[3]) {
+  check3_job *job = malloc(sizeof *job);
+  if (job == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  job->wrong = &seen_wrong_on_main;
+  dl_sync_sim_access accesses[4];
+  for (int t = 0; t < 3; t++) {
+    job->data[t] = m[t]->dl_tensor.data;
+    job->count[t] = m[t]->dl_tensor.shape[0];
+    job->expected[t] = expected[t];
+    accesses[t] = (dl_sync_sim_access){m[t]->dl_tensor.data, DL_SYNC_SIM_READ};
+  }
+  accesses[3] = (dl_sync_sim_access){job->wrong, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE};
+  printf("  B  reads tensors %p, %p, %p in one kernel on %s\n", (void *)job->data[0],
+         (void *)job->data[1], (void *)job->data[2], stream_name(stream));
+  return dl_sync_sim_launch(stream, "B.check3", check3_kernel, job, accesses, 4);
+}
+
+int fb_check_three_with_group(const DLPackExchangeAPI *api, void *objects[3],
+                              const int32_t expected[3]) {
+  dl_sync_group group;
+  int status = dl_sync_group_init(&group, dl_sync_stream_view(device, main_stream));
+  DLManagedTensorVersioned *m[3] = {NULL, NULL, NULL};
+  for (int t = 0; t < 3 && status == DL_SYNC_OK; t++) {
+    if (api->managed_tensor_from_py_object_no_sync(objects[t], &m[t]) != 0) status = DL_SYNC_EBACKEND;
+    /* The table is asked for its current work stream once, not once per tensor. */
+    if (status == DL_SYNC_OK && sync_enabled)
+      status = dl_sync_group_add_exchange_api(&group, api, device);
+  }
+  if (status == DL_SYNC_OK && sync_enabled) {
+    printf("  B  orders A's stream before B.main once for the three tensors (dl_sync_group_wait;\n"
+           "     one export per tensor would make 3 records, 3 waits and 6 capture queries)\n");
+    status = dl_sync_group_wait(&group);
+  }
+  if (status == DL_SYNC_OK && launch_check3(main_stream, m, expected) != 0) status = DL_SYNC_EBACKEND;
+  for (int t = 0; t < 3; t++)
+    if (m[t] != NULL) m[t]->deleter(m[t]);
+  return status;
+}
+
 typedef struct later_job {
   const void *handoff; /* the key under which the two threads publish their clocks */
   DLManagedTensorVersioned *tensor;

@@ -16,6 +16,10 @@ void fb_shutdown(void);
 int fb_check_on_producer_stream(const DLPackExchangeAPI *api, void *object, int32_t expected);
 /* Stream argument: asks the producer to make the data ready on B's own stream. */
 int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t expected);
+/* Group: one kernel on B.main reads three tensors of the producer whose table is api;
+   one dependency group orders the producer's stream before B.main once for all three. */
+int fb_check_three_with_group(const DLPackExchangeAPI *api, void *objects[3],
+                              const int32_t expected[3]);
 /* N1: takes ownership of tensor; another thread waits on its event and checks it later. */
 int fb_check_later_on_another_thread(DLManagedTensorVersioned *tensor, int32_t expected);
 /* Waits for all of B's work; returns the number of wrong elements B saw. */

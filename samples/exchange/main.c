@@ -1,8 +1,10 @@
 /*
  * dlsync exchange demo: two frameworks that share nothing but DLPack and dlsync exchange
- * tensors three ways, on the simulated device, and the race checker judges the result.
+ * tensors four ways, on the simulated device, and the race checker judges the result.
  *   N0               B runs on A's current work stream (from A's exchange table)
  *   stream argument  B passes its stream to A's __dlpack__; dl_sync_export orders A before it
+ *   group            B reads three tensors of A in one kernel on its own stream; a
+ *                    dependency group orders A's stream before it once for all three
  *   N1               A records a per-tensor event; B waits on it later, on another thread
  * With --no-sync the same program runs without dlsync's dependencies.
  */
@@ -18,7 +20,7 @@
 #include "framework_b.h"
 #include "tracing_backend.h"
 
-enum { TENSOR_ELEMENTS = 4096, MAX_ROUNDS = 16 };
+enum { TENSOR_ELEMENTS = 4096, MAX_ROUNDS = 16, TENSORS_PER_ROUND = 6 };
 
 typedef struct options {
   int sync;
@@ -31,9 +33,10 @@ static void usage(FILE *out, const char *program) {
   fprintf(out,
           "usage: %s [--no-sync] [--rounds N] [--seed S] [--jitter-us U] [--help]\n"
           "  Framework A produces tensors and framework B consumes them through DLPack,\n"
-          "  three ways (N0, stream argument, N1 per-tensor event), on the simulated device.\n"
+          "  four ways (N0, stream argument, a group of three, N1 per-tensor event), on the\n"
+          "  simulated device.\n"
           "  --no-sync      run without dlsync's dependencies: races must be reported\n"
-          "  --rounds N     rounds of the three exchanges (1..%d, default 2)\n"
+          "  --rounds N     rounds of the four exchanges (1..%d, default 2)\n"
           "  --seed S       jitter seed (default 1)\n"
           "  --jitter-us U  maximum random delay per operation in microseconds (default 2000)\n",
           program, MAX_ROUNDS);
@@ -113,7 +116,7 @@ int main(int argc, char **argv) {
   printf("dlsync exchange demo: A produces, B consumes; simulated device, CUDA conventions, "
          "%s\n\n", o.sync ? "with dlsync" : "WITHOUT dlsync (--no-sync)");
 
-  fa_tensor *tensors[3 * MAX_ROUNDS];
+  fa_tensor *tensors[TENSORS_PER_ROUND * MAX_ROUNDS];
   int count = 0, failed = 0;
   long calls = runtime_calls();
   for (long round = 0; round < o.rounds && !failed; round++) {
@@ -125,6 +128,16 @@ int main(int argc, char **argv) {
     printf("round %ld, stream argument: B asks A to make the data ready on B.main\n", round + 1);
     t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
     failed |= fa_fill(t, base + 1001) || step("stream argument", fb_check_with_stream_argument(dlpack_of_a, t, base + 1001), &calls);
+
+    printf("round %ld, group: B reads three tensors of A in one kernel on B.main\n", round + 1);
+    void *three[3];
+    int32_t values[3];
+    for (int i = 0; i < 3 && !failed; i++) {
+      three[i] = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
+      values[i] = base + 1501 + 100 * i;
+      failed |= fa_fill(three[i], values[i]);
+    }
+    failed |= failed || step("group", fb_check_three_with_group(fa_exchange_api(), three, values), &calls);
 
     printf("round %ld, N1: the tensor carries an event, B waits on it later on another thread\n", round + 1);
     t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
