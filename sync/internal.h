@@ -58,5 +58,7 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
                           void **event);
 /* Gives an event back. Makes no runtime call, so it is safe from runtime callbacks. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
+/* Makes a child process after fork() start with no pools (registered once). */
+void dl_sync__pool_watch_fork(void);
 
 #endif /* DL_SYNC_INTERNAL_H_ */
