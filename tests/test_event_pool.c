@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -125,9 +127,34 @@ static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
   for (int i = 1; i <= 17; i++) assert_int_equal(destroyed[i], 1);
 }
 
+/* A child after fork() starts with no pools: the parent's events are not its own. */
+static void test_a_forked_child_starts_without_pools(void **state) {
+  (void)state;
+  dl_sync__pool *pool = NULL;
+  DLDevice device = {kDLCUDA, 0};
+  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+  dl_sync__pool_release(pool, acquire(pool));
+  dl_sync_pool_stats stats;
+  assert_int_equal(dl_sync_pool_stats_get(&ring_backend, 0, &stats), DL_SYNC_OK);
+  assert_int_equal(stats.idle, 1);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    int clean = dl_sync_pool_stats_get(&ring_backend, 0, &stats) == DL_SYNC_OK &&
+                stats.created == 0 && stats.idle == 0;
+    _exit(clean ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
+      cmocka_unit_test(test_a_forked_child_starts_without_pools),
   };
   return cmocka_run_group_tests_name("event_pool", tests, NULL, NULL);
 }

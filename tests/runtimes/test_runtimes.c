@@ -1,6 +1,9 @@
 /*
  * The black-box suite over one runtime library, loaded through dlsync's own loader:
- *   test_runtimes cuda|hip <expected version> device|no-device|no-runtime|bad-override
+ *   test_runtimes cuda|hip <expected version> device|no-device|no-runtime|bad-override|found
+ * "found" checks which library the loader picks by itself (no override): the one already
+ * loaded in the process (TEST_LOAD_FIRST, loaded by the test before dlsync looks), else
+ * the newest SONAME on the library path.
  * The ctest entries run it over each fake runtime (tests/runtimes/CMakeLists.txt) with
  * DL_SYNC_CUDART / DL_SYNC_HIP, FAKE_GPU_DEVICES and, for no-runtime, a preload that
  * hides every runtime SONAME. The suite talks to the runtime by its real entry points
@@ -324,15 +327,27 @@ static void test_bad_override_is_enodev_naming_the_path(void **state) {
   assert_error_mentions(path);
 }
 
+static void test_found_the_expected_runtime(void **state) {
+  (void)state;
+  dl_sync_runtime_info info;
+  DL_OK(dl_sync_backend_runtime(backend, &info));
+  print_message("%s runtime found: %s, version %d\n", backend->name, info.path, (int)info.version);
+  assert_int_equal(info.version, expected_version);
+}
+
 int main(int argc, char **argv) {
   if (argc != 4 || (strcmp(argv[1], "cuda") != 0 && strcmp(argv[1], "hip") != 0)) {
-    fprintf(stderr, "usage: %s cuda|hip VERSION device|no-device|no-runtime|bad-override\n",
+    fprintf(stderr, "usage: %s cuda|hip VERSION device|no-device|no-runtime|bad-override|found\n",
             argv[0]);
     return 2;
   }
   cuda = strcmp(argv[1], "cuda") == 0;
   expected_version = strtol(argv[2], NULL, 10);
   const char *mode = argv[3];
+  if (getenv("TEST_LOAD_FIRST") != NULL && dlopen(getenv("TEST_LOAD_FIRST"), RTLD_NOW) == NULL) {
+    fprintf(stderr, "cannot load %s: %s\n", getenv("TEST_LOAD_FIRST"), dlerror());
+    return 1;
+  }
   backend = cuda ? dl_sync_cuda_backend() : dl_sync_hip_backend();
   dev0 = (DLDevice){cuda ? kDLCUDA : kDLROCM, 0};
   dev1 = (DLDevice){dev0.device_type, 1};
@@ -341,12 +356,18 @@ int main(int argc, char **argv) {
     runtime = dlopen(info.path, RTLD_NOW | RTLD_NOLOAD);
 
   if (strcmp(mode, "no-runtime") == 0) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_runtime_is_enodev_naming_what_was_tried)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_runtime_is_enodev_naming_what_was_tried)};
     return cmocka_run_group_tests_name("no_runtime", tests, NULL, NULL);
   }
   if (strcmp(mode, "bad-override") == 0) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_override_is_enodev_naming_the_path)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_override_is_enodev_naming_the_path)};
     return cmocka_run_group_tests_name("bad_override", tests, NULL, NULL);
+  }
+  if (strcmp(mode, "found") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_found_the_expected_runtime)};
+    return cmocka_run_group_tests_name("found", tests, NULL, NULL);
   }
   if (runtime == NULL) {
     fprintf(stderr, "no runtime: %s\n", dl_sync_last_error());
