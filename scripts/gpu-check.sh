@@ -17,8 +17,8 @@ echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: not available"
 echo "== build (CUDA, Release)"
 mkdir -p build
-timeout "$(left)" cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_WITH_CUDA=ON \
-  -DDL_SYNC_WITH_HIP=OFF -DDL_SYNC_BUILD_BENCH=ON -DCUDAToolkit_ROOT="$cuda_root" \
+timeout "$(left)" cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release \
+  -DDL_SYNC_BUILD_BENCH=ON -DCUDAToolkit_ROOT="$cuda_root" \
   -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" >build/gpu.configure.log 2>&1 &&
   timeout "$(left)" cmake --build build/gpu -j"$(nproc)" >build/gpu.build.log 2>&1
 build_status=$?

@@ -38,6 +38,7 @@ typedef int (*set_device_fn)(int device);
 typedef int (*record_fn)(void *event, void *stream);
 typedef int (*wait_fn)(void *stream, void *event, unsigned flags);
 typedef int (*event_create_fn)(void **event, unsigned flags);
+typedef int (*event_destroy_fn)(void *event);
 typedef long (*counter_fn)(const char *name);
 typedef int (*external_waits_fn)(const void *graph);
 
@@ -85,6 +86,7 @@ static void capture_both(void *a, void *b) {
   assert_int_equal(CALL(event_create_fn, "EventCreateWithFlags", &fork, 2u), 0);
   assert_int_equal(CALL(record_fn, "EventRecord", fork, a), 0);
   assert_int_equal(CALL(wait_fn, "StreamWaitEvent", b, fork, 0u), 0);
+  assert_int_equal(CALL(event_destroy_fn, "EventDestroy", fork), 0);
 }
 
 static dl_sync_stream on(DLDevice device, void *handle) {
