@@ -3,8 +3,10 @@
  * under the real SONAME (libamdhip64.so.5, .6, .7) and symbol names, modelling the
  * runtime as its source behaves. FAKE_HIP_VERSION (hipRuntimeGetVersion's value:
  * major * 10000000 + minor * 100000 + build) selects the version's behaviour. Sources:
- * ROCm/hipamd at rocm-5.2.3 and ROCm/clr at rocm-6.2.0 / rocm-7.0.0 (files named where
- * used), and hip_runtime_api.h of ROCm 5.2 (/usr/include/hip).
+ * ROCm/hipamd at rocm-5.2.3 / rocm-5.3.0 and ROCm/clr at rocm-6.2.0 (files named where
+ * used), and hip_runtime_api.h of ROCm 5.2 (/usr/include/hip). What is marked "ROCm 7"
+ * (external waits from 6.4.2, errors-only last error, the .so.7 SONAME) follows AMD's
+ * release notes for 6.4.2 and 7.0: the sources read here end at clr rocm-6.2.2.
  */
 #include <stddef.h>
 
@@ -34,9 +36,10 @@ enum {
 
 static _Thread_local hipError_t last_error;
 
-/* HIP_RETURN (hipamd rocm-5.2.3 src/hip_internal.hpp; clr rocm-6.2.0
-   hipamd/src/hip_internal.hpp) stores every call's status as the thread's last error,
-   success included; from ROCm 7 (clr rocm-7.0.0) only errors are stored, as CUDA does. */
+/* HIP_RETURN (hipamd rocm-5.2.3 src/hip_internal.hpp: "hip::g_lastError = ret") stores
+   every call's status as the thread's last error, success included (clr rocm-6.2.0
+   hipamd/src/hip_internal.hpp: "hip::tls.last_error_ = ret"); ROCm 7 stores errors only,
+   as CUDA does. */
 static hipError_t answer(hipError_t error) {
   if (!AT_LEAST(7, 0) || (error != hipSuccess && error != hipErrorNotReady)) last_error = error;
   return error;
@@ -137,7 +140,8 @@ FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t event) {
 }
 
 /* A record in a capturing stream becomes a graph node and the event joins the capture
-   (hipamd rocm-5.2.3 src/hip_graph.cpp capturehipEventRecord). Re-recording an event is
+   (hipamd rocm-5.2.3 src/hip_graph.cpp capturehipEventRecord); the event remembers the
+   stream it was recorded on (clr rocm-6.2.0 hipamd/src/hip_event.cpp SetCaptureStream). Re-recording an event is
    safe: hipStreamWaitEvent binds the amd::Event the hipEvent holds at call time, under
    the event's lock, and a re-record swaps in a new one (hipamd rocm-5.2.3
    src/hip_event.cpp ~150-192; clr rocm-6.2.0 hipamd/src/hip_event.cpp ~201-251), so the
@@ -160,43 +164,42 @@ FAKE_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t str
 }
 #endif
 
-/* hipStreamWaitEvent in a capturing stream (hipamd rocm-5.2.3 / clr rocm-6.2.0
-   hip_graph.cpp capturehipStreamWaitEvent): an event of the same capture adds a
-   dependency; an event recorded outside any capture adds nothing: the dependency is
-   dropped without an error. ROCm 6.4.2 adds hipEventWaitExternal, captured as an
-   external event-wait node. A wait from a non-capturing stream on a captured event pulls
-   that stream into the capture; an event of another capture is refused with
-   hipErrorStreamCaptureIsolation and invalidates it, as CUDA documents (modelled after
-   CUDA's rule; hip_runtime_api.h: "A dependency would have been created which crosses the
-   capture sequence boundary"). */
+/* hipStreamWaitEvent (hipamd rocm-5.2.3 src/hip_stream.cpp hipStreamWaitEvent_common and
+   src/hip_graph.cpp capturehipStreamWaitEvent; clr rocm-6.2.0 hipamd/src/hip_stream.cpp
+   hipStreamWaitEvent_common):
+   - an event recorded in a capture: the waiting stream joins that capture when it is not
+     capturing, and takes the event's nodes as dependencies; no check that the capture is
+     its own (a stream of another capture is not refused);
+   - an event recorded outside any capture: flags other than 0 are hipErrorInvalidValue
+     (until ROCm 6.4.2 adds hipEventWaitExternal, captured as an external event-wait node);
+     from 6.2 an event whose recording stream is capturing now is
+     hipErrorStreamCaptureIsolation; otherwise the wait is enqueued on the stream, so a
+     capturing stream's graph silently lacks the dependency. */
 FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t handle, hipEvent_t event,
                                           unsigned int flags) {
   fake_stream *stream = resolve(handle);
   fake_counters.stream_wait++;
   fake_capture *capture = stream->capture;
-  if (capture == NULL) {
-    if (event->capture != NULL && event->capture->status == 1) stream->capture = event->capture;
+  if (event->capture != NULL && event->capture->status == 1) {
+    if (capture == NULL) stream->capture = event->capture;
+    else capture->graph->nodes++;
     return answer(hipSuccess);
   }
-  if (event->capture == capture) {
+  if (AT_LEAST(7, 0) && flags == 0x1 && capture != NULL) {
     capture->graph->nodes++;
+    capture->graph->external_waits++;
     return answer(hipSuccess);
   }
-  if (event->capture == NULL) {
-    if (AT_LEAST(7, 0) && (flags & 0x1) != 0) {
-      capture->graph->nodes++;
-      capture->graph->external_waits++;
-    }
-    return answer(hipSuccess);
-  }
-  fake_capture_invalidate(capture);
-  fake_capture_invalidate(event->capture);
-  return answer(hipErrorStreamCaptureIsolation);
+  if (flags != 0 && !AT_LEAST(7, 0)) return answer(hipErrorInvalidValue);
+  if (AT_LEAST(6, 2) && event->last_stream != NULL && event->last_stream->capture != NULL)
+    return answer(hipErrorStreamCaptureIsolation);
+  return answer(hipSuccess);
 }
 
 /* From ROCm 6.2 a query or synchronize on an event whose last record was on a stream that
    is now capturing invalidates that capture and answers hipErrorCapturedEvent (clr
-   rocm-6.2.0 hipamd/src/hip_event.cpp ~452-464). */
+   rocm-6.2.0 hipamd/src/hip_event.cpp ihipEventQuery ~452-464, hipEventSynchronize
+   ~435-439). */
 static hipError_t touches_capture(hipEvent_t event) {
   if (!AT_LEAST(6, 2) || event->last_stream == NULL || event->last_stream->capture == NULL)
     return hipSuccess;
@@ -214,8 +217,8 @@ FAKE_EXPORT hipError_t hipEventQuery(hipEvent_t event) {
 }
 
 /* The null stream's capture state. ROCm 5.2 to 5.4: hipStreamGetCaptureInfo (and _v2)
-   refuse the null stream with hipErrorUnknown (hipamd rocm-5.2.3 src/hip_graph.cpp ~1273)
-   while hipStreamIsCapturing answers "none" for it. Other versions answer
+   refuse the null stream with hipErrorUnknown (hipamd rocm-5.2.3 src/hip_graph.cpp ~1273,
+   ~1295) while hipStreamIsCapturing answers "none" for it (same file ~732). Other versions answer
    hipErrorStreamCaptureImplicit while a stream of the device captures. */
 #define NULL_STREAM_REFUSED (AT_LEAST(5, 2) && !AT_LEAST(5, 5))
 
@@ -253,7 +256,8 @@ FAKE_EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream, int *status) {
 }
 
 #if AT_LEAST(5, 3)
-/* Graph user objects: ROCm 5.3 on (hipamd rocm-5.3.0 src/hip_graph.cpp). */
+/* Graph user objects: ROCm 5.3 on (hipamd rocm-5.3.0 src/hip_graph.cpp, src/amdhip.def;
+   absent from rocm-5.2.3). */
 FAKE_EXPORT hipError_t hipUserObjectCreate(hipUserObject_t *object, void *ptr,
                                            void (*destroy)(void *), unsigned int refs,
                                            unsigned int flags) {
