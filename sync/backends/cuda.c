@@ -55,10 +55,6 @@ static void load(void) {
   if (dl_sync__runtime_open(&runtime) == 0) resolve();
 }
 
-const dl_sync__runtime *dl_sync__cuda_runtime(void) {
-  pthread_once(&load_once, load);
-  return &runtime;
-}
 
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    cudaErrorNotReady is not recorded as an error, so a query's "not ready" leaves it alone. */
@@ -255,4 +251,10 @@ static const dl_sync_backend cuda_backend = {
 const dl_sync_backend *dl_sync_cuda_backend(void) {
   pthread_once(&load_once, load);
   return &cuda_backend;
+}
+
+const dl_sync__runtime *dl_sync__cuda_runtime_of(const dl_sync_backend *backend) {
+  if (backend != &cuda_backend) return NULL;
+  pthread_once(&load_once, load);
+  return &runtime;
 }

@@ -73,10 +73,6 @@ static void load(void) {
   if (dl_sync__runtime_open(&runtime) == 0) resolve();
 }
 
-const dl_sync__runtime *dl_sync__hip_runtime(void) {
-  pthread_once(&load_once, load);
-  return &runtime;
-}
 
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    Up to ROCm 6 every call's status is stored (hipErrorNotReady too); ROCm 7 stores
@@ -274,4 +270,10 @@ static dl_sync_backend hip_backend = {
 const dl_sync_backend *dl_sync_hip_backend(void) {
   pthread_once(&load_once, load);
   return &hip_backend;
+}
+
+const dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend) {
+  if (backend != &hip_backend) return NULL;
+  pthread_once(&load_once, load);
+  return &runtime;
 }

@@ -91,9 +91,8 @@ int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info
     return dl_sync__error(DL_SYNC_EINVAL, func, "backend (%p) and out (%p) must not be NULL",
                           (const void *)backend, (void *)out);
   *out = (dl_sync_runtime_info){0};
-  const dl_sync__runtime *rt = backend == dl_sync_cuda_backend()  ? dl_sync__cuda_runtime()
-                               : backend == dl_sync_hip_backend() ? dl_sync__hip_runtime()
-                                                                  : NULL;
+  const dl_sync__runtime *cuda = dl_sync__cuda_runtime_of(backend);
+  const dl_sync__runtime *rt = cuda != NULL ? cuda : dl_sync__hip_runtime_of(backend);
   if (rt == NULL)
     return dl_sync__error(DL_SYNC_ENOTSUP, func,
                           "backend '%s' is not one of dlsync's runtime backends "
@@ -101,10 +100,9 @@ int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info
                           backend->name != NULL ? backend->name : "(unnamed)");
   if (rt->handle == NULL)
     return dl_sync__error(DL_SYNC_ENODEV, func, "no %s runtime: %s", rt->family, rt->why);
-  int cuda = rt == dl_sync__cuda_runtime();
   out->path = rt->path;
   out->version = rt->version;
-  out->major = cuda ? rt->version / 1000 : rt->version / 10000000;
-  out->minor = cuda ? rt->version % 1000 / 10 : rt->version / 100000 % 100;
+  out->major = cuda != NULL ? rt->version / 1000 : rt->version / 10000000;
+  out->minor = cuda != NULL ? rt->version % 1000 / 10 : rt->version / 100000 % 100;
   return DL_SYNC_OK;
 }

@@ -33,8 +33,9 @@ int dl_sync__runtime_bind(const dl_sync__runtime *rt, const char *name, void *po
 /* Gives rt's library up after a failure found once it was open; fmt says why. Returns -1. */
 int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 
-/* The runtimes of the built-in backends (cuda.c, hip.c), each loaded on first call. */
-const dl_sync__runtime *dl_sync__cuda_runtime(void);
-const dl_sync__runtime *dl_sync__hip_runtime(void);
+/* The runtime of backend when it is the built-in CUDA (cuda.c) or HIP (hip.c) backend,
+   loaded on first call; NULL for any other backend. */
+const dl_sync__runtime *dl_sync__cuda_runtime_of(const dl_sync_backend *backend);
+const dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend);
 
 #endif /* DL_SYNC_LOADER_H_ */
