@@ -285,7 +285,9 @@ static void forget_pools_in_child(void) {
   }
 }
 
-static void register_fork_handler(void) { pthread_atfork(NULL, NULL, forget_pools_in_child); }
+static void register_fork_handler(void) {
+  pthread_atfork(NULL, NULL, forget_pools_in_child);
+}
 
 void dl_sync__pool_watch_fork(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -132,9 +132,9 @@ DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
 
 /** The runtime library a built-in backend uses. */
 typedef struct dl_sync_runtime_info {
-  const char *path; /**< the library file loaded, e.g. "/usr/lib/libcudart.so.12" */
-  int32_t version;  /**< as the runtime reports it: cudaRuntimeGetVersion (12080 is 12.8),
-                         hipRuntimeGetVersion (major * 10000000 + minor * 100000 + patch) */
+  const char *path;     /**< the library file loaded, e.g. "/usr/lib/libcudart.so.12" */
+  int32_t version;      /**< as the runtime reports it: cudaRuntimeGetVersion (12080 is 12.8),
+                             hipRuntimeGetVersion (major * 10000000 + minor * 100000 + patch) */
   int32_t major, minor; /**< decoded from version */
 } dl_sync_runtime_info;
 

@@ -55,7 +55,6 @@ static void load(void) {
   if (dl_sync__runtime_open(&runtime) == 0) resolve();
 }
 
-
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    cudaErrorNotReady is not recorded as an error, so a query's "not ready" leaves it alone. */
 static int consumed(cudaError_t code) {

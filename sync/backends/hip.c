@@ -73,7 +73,6 @@ static void load(void) {
   if (dl_sync__runtime_open(&runtime) == 0) resolve();
 }
 
-
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    Up to ROCm 6 every call's status is stored (hipErrorNotReady too); ROCm 7 stores
    errors only, as CUDA does. */

@@ -141,9 +141,9 @@ FAKE_EXPORT hipError_t hipEventDestroy(hipEvent_t event) {
 
 /* A record in a capturing stream becomes a graph node and the event joins the capture
    (hipamd rocm-5.2.3 src/hip_graph.cpp capturehipEventRecord); the event remembers the
-   stream it was recorded on (clr rocm-6.2.0 hipamd/src/hip_event.cpp SetCaptureStream). Re-recording an event is
-   safe: hipStreamWaitEvent binds the amd::Event the hipEvent holds at call time, under
-   the event's lock, and a re-record swaps in a new one (hipamd rocm-5.2.3
+   stream it was recorded on (clr rocm-6.2.0 hipamd/src/hip_event.cpp SetCaptureStream).
+   Re-recording an event is safe: hipStreamWaitEvent binds the amd::Event the hipEvent holds at call
+   time, under the event's lock, and a re-record swaps in a new one (hipamd rocm-5.2.3
    src/hip_event.cpp ~150-192; clr rocm-6.2.0 hipamd/src/hip_event.cpp ~201-251), so the
    fake keeps no record history. */
 FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t handle) {
@@ -181,8 +181,10 @@ FAKE_EXPORT hipError_t hipStreamWaitEvent(hipStream_t handle, hipEvent_t event,
   fake_counters.stream_wait++;
   fake_capture *capture = stream->capture;
   if (event->capture != NULL && event->capture->status == 1) {
-    if (capture == NULL) stream->capture = event->capture;
-    else capture->graph->nodes++;
+    if (capture == NULL)
+      stream->capture = event->capture;
+    else
+      capture->graph->nodes++;
     return answer(hipSuccess);
   }
   if (AT_LEAST(7, 0) && flags == 0x1 && capture != NULL) {
