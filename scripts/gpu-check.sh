@@ -74,14 +74,11 @@ fi
 
 if step build; then
   echo "== build (Release) in $build"
-  # HIP only where an AMD GPU is listed: elsewhere its suites could only skip.
-  hip=OFF
-  [[ "$listed_vendors" == *amd* ]] && hip=AUTO
-  configure=(cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_WITH_HIP=$hip
-             -DDL_SYNC_BUILD_BENCH=ON -DDL_SYNC_BUILD_PYTHON=OFF)
+  configure=(cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_BUILD_BENCH=ON
+             -DDL_SYNC_BUILD_PYTHON=OFF)
   if [ -x "$cuda_root/bin/nvcc" ]; then
     echo "nvcc: $("$cuda_root/bin/nvcc" --version | grep -E '^Cuda compilation tools')"
-    configure+=(-DDL_SYNC_WITH_CUDA=ON -DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
+    configure+=(-DCUDAToolkit_ROOT="$cuda_root" -DCMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc")
   else
     echo "nvcc: not found under $cuda_root (set CUDAToolkit_ROOT)"
   fi

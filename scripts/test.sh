@@ -29,7 +29,7 @@ sanitized() { # name, C flags, extra cmake arguments...
   shift 2
   echo "== $name: configure, build, test"
   cmake -S . -B build/ci-$name -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-    -DDL_SYNC_WITH_CUDA=OFF -DDL_SYNC_WITH_HIP=OFF -DDL_SYNC_WERROR=ON \
+    -DDL_SYNC_WERROR=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
     -DDL_SYNC_BUILD_PYTHON=OFF \
     -DCMAKE_C_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" "$@" >build/ci-$name.configure.log 2>&1 ||
     { cat build/ci-$name.configure.log; exit 1; }

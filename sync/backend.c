@@ -9,13 +9,6 @@ enum { DL_SYNC__REGISTRY_SIZE = kDLTrn + 1 };
 /* User-installed backends; NULL means the built-in default for the type. */
 static _Atomic(const dl_sync_backend *) installed[DL_SYNC__REGISTRY_SIZE];
 
-#ifndef DL_SYNC_WITH_CUDA
-const dl_sync_backend *dl_sync_cuda_backend(void) { return NULL; }
-#endif
-#ifndef DL_SYNC_WITH_HIP
-const dl_sync_backend *dl_sync_hip_backend(void) { return NULL; }
-#endif
-
 static const dl_sync_backend *default_backend(int32_t device_type) {
   switch (dl_sync__family(device_type)) {
     case DL_SYNC__FAMILY_CUDA:
@@ -82,7 +75,7 @@ int dl_sync__backend_for(const char *func, DLDevice device, const dl_sync_backen
   *out = dl_sync_get_backend(device.device_type);
   if (*out != NULL) return DL_SYNC_OK;
   return dl_sync__error(DL_SYNC_ENOTSUP, func,
-                        "no backend for %s:%d: dlsync was built without its runtime and none "
+                        "no backend for %s:%d: its device type has no runtime backend and none "
                         "was installed with dl_sync_set_backend",
                         dl_sync__device_type_name(device.device_type), (int)device.device_id);
 }

@@ -100,6 +100,7 @@ int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice
     *out = pool;
     return DL_SYNC_OK;
   }
+  dl_sync__pool_watch_fork(); /* registered at first use: nothing runs at library load */
   dl_sync__pool *fresh = pool_new(backend, device);
   if (fresh == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, func, "cannot allocate the event pool of %s:%d",
@@ -402,8 +403,11 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   return DL_SYNC_OK;
 }
 
-/* Destroys the idle events of pool; returns the first failure's status. */
-static int drain(dl_sync__pool *pool, int status) {
+/* Destroys the idle events of pool; returns the first failure's status. *in_use is set
+   to whether events are still out (owned by graphs), read under the pool's lock: a graph
+   user-object destructor giving back the last one holds that lock until its last touch of
+   the pool, so a pool seen here with none out can no longer be reached and may be freed. */
+static int drain(dl_sync__pool *pool, int status, int *in_use) {
   const dl_sync_backend *b = pool->backend;
   lock(&pool->lock);
   while (pool->count > 0) {
@@ -414,6 +418,7 @@ static int drain(dl_sync__pool *pool, int status) {
       status = dl_sync__runtime_error("dl_sync_shutdown", b, DL_SYNC_OP_EVENT_DESTROY, code,
                                       pool->device);
   }
+  *in_use = pool->outstanding != 0;
   unlock(&pool->lock);
   return status;
 }
@@ -429,8 +434,9 @@ int dl_sync_shutdown(void) {
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) {
       dl_sync__pool *pool = atomic_load(&set->pools[d]);
       if (pool == NULL) continue;
-      status = drain(pool, status);
-      if (pool->outstanding != 0) {
+      int in_use = 0;
+      status = drain(pool, status, &in_use);
+      if (in_use) {
         kept = 1; /* owned by graphs: they give their events back here later */
         continue;
       }
@@ -441,4 +447,23 @@ int dl_sync_shutdown(void) {
   }
   pthread_mutex_unlock(&caches_lock);
   return status;
+}
+
+/* In a child after fork() the parent's events mean nothing (a runtime does not carry
+   over), and a lock may have been held by a thread that the child does not have: the
+   child forgets every pool without touching it (their memory is the parent's copy). */
+static void forget_pools_in_child(void) {
+  for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
+    for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) atomic_store(&pool_sets[i].pools[d], NULL);
+    atomic_store(&pool_sets[i].backend, NULL);
+  }
+}
+
+static void register_fork_handler(void) {
+  pthread_atfork(NULL, NULL, forget_pools_in_child);
+}
+
+void dl_sync__pool_watch_fork(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handler);
 }

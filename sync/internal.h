@@ -118,5 +118,7 @@ int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned 
 int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
                                dl_sync_stream consumer,
                                const dl_sync_capture_info *consumer_capture);
+/* Makes a child process after fork() start with no pools (registered once). */
+void dl_sync__pool_watch_fork(void);
 
 #endif /* DL_SYNC_INTERNAL_H_ */

@@ -110,7 +110,14 @@ static int wait_external(dep *d) {
     free(owned);
     return status;
   }
-  /* The graph owns the event from here on, whatever happens next. */
+  /* The graph is dst's: a default-stream dst resolves on the current device, so make it
+     dst's (record left src's current). The graph owns the event from here on, whatever
+     happens next. */
+  status = use_stream_device(d, d->dst);
+  if (status != DL_SYNC_OK) {
+    graph_event_release(owned);
+    return status;
+  }
   int code = b->graph_retain(b->ctx, d->dst.handle, owned, graph_event_release);
   if (code != 0)
     return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, d->dst.device);

@@ -424,15 +424,42 @@ static void test_bad_export_argument_makes_no_runtime_call(void **state) {
   assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(-5)), DL_SYNC_EINVAL);
 }
 
-static void test_no_backend_is_enotsup(void **state) {
+static void test_cuda_types_fall_back_to_the_runtime_backend(void **state) {
   (void)state;
-  /* kDLCUDAManaged falls back to the built-in CUDA backend, which a CPU-only build lacks. */
-  if (dl_sync_cuda_backend() != NULL) skip();
+  /* The CUDA backend is always built: kDLCUDAManaged falls back to it, never to none. */
   assert_int_equal(dl_sync_set_backend(kDLCUDAManaged, NULL), DL_SYNC_OK);
-  DLDevice managed = {kDLCUDAManaged, 0};
-  assert_int_equal(dl_sync_push_dep(on(managed, MOCK_STREAM_A), on(managed, MOCK_STREAM_B)),
-                   DL_SYNC_ENOTSUP);
-  assert_error_mentions("no backend for cuda_managed:0");
+  assert_non_null(dl_sync_get_backend(kDLCUDAManaged));
+  assert_ptr_equal(dl_sync_get_backend(kDLCUDAManaged), dl_sync_cuda_backend());
+}
+
+/* dl_sync_shutdown keeps a pool whose events a graph still owns: the graph's user-object
+   destructor gives its event back there later, and the next shutdown destroys it. */
+static void test_shutdown_keeps_the_pool_of_an_event_out_in_a_graph(void **state) {
+  (void)state;
+  expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
+  expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_ACTIVE, 9, 0);
+  expect_new_event(MOCK_EVENT_1, 0);
+  expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
+  expect_graph_retain(MOCK_STREAM_B, 0);
+  expect_stream_wait_external(MOCK_STREAM_B, MOCK_EVENT_1, 0);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_C, MOCK_EVENT_2, 1);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
+
+  expect_event_destroy(MOCK_EVENT_2, 0); /* the idle one goes; the graph's stays */
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  dl_sync_pool_stats stats = stats_of(0);
+  assert_int_equal(stats.outstanding, 1);
+  assert_int_equal(stats.idle, 0);
+
+  mock_graph_destroy(); /* the destructor returns the event to the kept pool */
+  stats = stats_of(0);
+  assert_int_equal(stats.outstanding, 0);
+  assert_int_equal(stats.idle, 1);
+  expect_event_destroy(MOCK_EVENT_1, 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  stats = stats_of(0);
+  assert_int_equal(stats.created, 0); /* freed at last */
 }
 
 static void test_different_backends_in_one_family_are_rejected(void **state) {
@@ -479,7 +506,8 @@ int main(void) {
       DEP_TEST(test_mixed_families_are_rejected),
       DEP_TEST(test_bad_devices_are_rejected),
       DEP_TEST(test_bad_export_argument_makes_no_runtime_call),
-      DEP_TEST(test_no_backend_is_enotsup),
+      DEP_TEST(test_cuda_types_fall_back_to_the_runtime_backend),
+      DEP_TEST(test_shutdown_keeps_the_pool_of_an_event_out_in_a_graph),
       DEP_TEST(test_different_backends_in_one_family_are_rejected),
   };
   return cmocka_run_group_tests_name("push_dep", tests, NULL, NULL);

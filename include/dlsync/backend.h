@@ -103,7 +103,7 @@ struct dl_sync_backend {
 
 /**
  * Installs backend for device_type; NULL restores the default (CUDA types: the CUDA
- * backend when built; ROCm types: the HIP backend when built; others: none). Safe
+ * backend; ROCm types: the HIP backend; others: none). Safe
  * against concurrent readers. The backend must stay valid until dl_sync_shutdown()
  * has run after its last use. EINVAL for unknown device types, device types without
  * stream conventions (only CUDA and ROCm types take a backend) and a backend missing a
@@ -111,13 +111,39 @@ struct dl_sync_backend {
  */
 DL_SYNC_API int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend);
 
-/** The backend for device_type, or NULL when none is installed or built. */
+/** The backend for device_type (the built-in default unless one was installed), or NULL
+    for device types without streams. */
 DL_SYNC_API const dl_sync_backend *dl_sync_get_backend(int32_t device_type);
 
-/** The CUDA runtime backend, or NULL when dlsync was built without CUDA. */
+/**
+ * The CUDA runtime backend. Never NULL: its runtime (libcudart.so.13 or .12, the one
+ * already loaded in the process first; DL_SYNC_CUDART=<path> overrides) is found at the
+ * first call of this function, once. Without one its callbacks answer DL_SYNC_ENODEV
+ * naming what was tried. See docs/runtimes.md.
+ */
 DL_SYNC_API const dl_sync_backend *dl_sync_cuda_backend(void);
-/** The HIP runtime backend, or NULL when dlsync was built without HIP. */
+/**
+ * The HIP runtime backend. Never NULL: its runtime (libamdhip64.so.7, .6 or .5, the one
+ * already loaded first; DL_SYNC_HIP=<path> overrides) is found at the first call of this
+ * function, once. stream_wait_external and graph_retain are NULL when the loaded runtime
+ * lacks them (external waits: ROCm 6.4.2; user objects: ROCm 5.3).
+ */
 DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
+
+/** The runtime library a built-in backend uses. */
+typedef struct dl_sync_runtime_info {
+  const char *path;     /**< the library file loaded, e.g. "/usr/lib/libcudart.so.12" */
+  int32_t version;      /**< as the runtime reports it: cudaRuntimeGetVersion (12080 is 12.8),
+                             hipRuntimeGetVersion (major * 10000000 + minor * 100000 + patch) */
+  int32_t major, minor; /**< decoded from version */
+} dl_sync_runtime_info;
+
+/**
+ * Which runtime backend (dl_sync_cuda_backend() or dl_sync_hip_backend()) uses. ENODEV
+ * when it found none (the message names what was tried and why it failed), ENOTSUP for
+ * any other backend, EINVAL for NULL arguments. path stays valid while dlsync is loaded.
+ */
+DL_SYNC_API int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info *out);
 
 /** Event-pool counters for one backend and device. Each thread keeps a few idle events
     of the pools it used (so that threads on one device do not contend for its pool); they
@@ -137,10 +163,14 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
 /**
  * Takes back the idle events every thread keeps in its cache, destroys every idle pooled
  * event (runtime calls happen here, never at exit) and frees the pools that have no
- * outstanding event. A thread that exits gives its cached events back to the pool
- * without any runtime call; only this function destroys them. Events still owned by graphs are released to
- * their pool later and stay valid. dlsync works again after it: the pools are rebuilt on
- * demand. Must not run concurrently with other dlsync calls.
+ * outstanding event. A thread that exits gives its cached events back to the pool without
+ * any runtime call; only this function destroys them. Events still owned by graphs are
+ * released to their pool later and stay valid; their pools are kept until then. dlsync
+ * works again after it: the pools are rebuilt on demand. Must not run concurrently with
+ * other dlsync calls (graph user-object destructors on the runtime's threads may). Call it
+ * before cudaDeviceReset / hipDeviceReset: a reset destroys the pooled events under dlsync.
+ * In a child process after fork() dlsync starts with no pools (the parent's events are
+ * not the child's); the child's first call rebuilds them.
  */
 DL_SYNC_API int dl_sync_shutdown(void);
 

@@ -100,6 +100,21 @@ static int step(const char *title, int status, long *calls_before) {
   return 0;
 }
 
+/* One line: the GPU runtime each built-in backend found on this machine (the demo itself
+   runs on the simulated device). */
+static void print_runtimes(void) {
+  printf("GPU runtimes found:");
+  const dl_sync_backend *backends[] = {dl_sync_cuda_backend(), dl_sync_hip_backend()};
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+    dl_sync_runtime_info info;
+    if (dl_sync_backend_runtime(backends[i], &info) == DL_SYNC_OK)
+      printf(" %s %d.%d (%s)", backends[i]->name, (int)info.major, (int)info.minor, info.path);
+    else
+      printf(" %s none", backends[i]->name);
+    printf("%s", i + 1 < sizeof backends / sizeof backends[0] ? ";" : "\n");
+  }
+}
+
 int main(int argc, char **argv) {
   options o;
   int parsed = parse(argc, argv, &o);
@@ -114,7 +129,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("dlsync exchange demo: A produces, B consumes; simulated device, CUDA conventions, "
-         "%s\n\n", o.sync ? "with dlsync" : "WITHOUT dlsync (--no-sync)");
+         "%s\n", o.sync ? "with dlsync" : "WITHOUT dlsync (--no-sync)");
+  print_runtimes();
+  printf("\n");
 
   fa_tensor *tensors[TENSORS_PER_ROUND * MAX_ROUNDS];
   int count = 0, failed = 0;

@@ -1,114 +1,203 @@
 /*
- * The CUDA runtime backend. dlsync is compiled without --default-stream per-thread, so
- * handle 0 would mean the legacy stream here; dlsync passes cudaStreamLegacy (1) and
- * cudaStreamPerThread (2) explicitly instead, which mean the same in any translation unit.
+ * The CUDA runtime backend. libcudart is found at the first use of the backend (see
+ * loader.h); entry points are chosen by its version (docs/runtimes.md). dlsync passes
+ * cudaStreamLegacy (1) and cudaStreamPerThread (2) explicitly, which mean the same to
+ * every caller whatever its --default-stream setting.
  */
-#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
-#include "../internal.h"
+#include "cuda_api.h"
+#include "loader.h"
+
+static const char *const cuda_sonames[] = {"libcudart.so.13", "libcudart.so.12", NULL};
+
+static dl_sync__runtime runtime = {
+    .family = "CUDA", .env = "DL_SYNC_CUDART", .sonames = cuda_sonames};
+
+static struct {
+#define DL_SYNC__CUDA_POINTER(ret, name, params) ret(*name) params;
+  DL_SYNC__CUDA_CALLS(DL_SYNC__CUDA_POINTER)
+#undef DL_SYNC__CUDA_POINTER
+  dl_sync__cuda_capture_info_13 capture_info_13; /* CUDA 13 */
+  dl_sync__cuda_capture_info_12 capture_info_12; /* CUDA 12 */
+} api;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static int resolve(void) {
+#define DL_SYNC__CUDA_RESOLVE(ret, name, params)                                  \
+  if (!dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name)) {      \
+    return dl_sync__runtime_reject(&runtime, "%s lacks %s", runtime.path, #name); \
+  }
+  DL_SYNC__CUDA_CALLS(DL_SYNC__CUDA_RESOLVE)
+#undef DL_SYNC__CUDA_RESOLVE
+  if (api.cudaRuntimeGetVersion(&runtime.version) != cudaSuccess || runtime.version < 12000) {
+    return dl_sync__runtime_reject(
+        &runtime, "%s is CUDA runtime version %d: dlsync needs 12000 (12.0) or newer", runtime.path,
+        runtime.version);
+  }
+  const char *name =
+      runtime.version >= 13000 ? "cudaStreamGetCaptureInfo" : "cudaStreamGetCaptureInfo_v2";
+  void *query = dl_sync__runtime_symbol(&runtime, name);
+  if (query == NULL) {
+    return dl_sync__runtime_reject(&runtime, "%s lacks %s", runtime.path, name);
+  }
+  if (runtime.version >= 13000)
+    memcpy(&api.capture_info_13, &query, sizeof query);
+  else
+    memcpy(&api.capture_info_12, &query, sizeof query);
+  return 0;
+}
+
+static void load(void) {
+  if (dl_sync__runtime_open(&runtime) == 0) resolve();
+}
+
+/* The thread's last error is the caller's: one dlsync turned into a status is consumed.
+   cudaErrorNotReady is not recorded as an error, so a query's "not ready" leaves it alone. */
+static int consumed(cudaError_t code) {
+  if (code != cudaSuccess && code != cudaErrorNotReady) api.cudaGetLastError();
+  return (int)code;
+}
+
+#define DL_SYNC__NEED_RUNTIME() \
+  if (runtime.handle == NULL) return DL_SYNC__NO_RUNTIME
 
 static int cuda_device_count(void *ctx, int *count) {
   (void)ctx;
   *count = 0; /* cudaErrorInsufficientDriver leaves it unwritten */
-  return (int)cudaGetDeviceCount(count);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaGetDeviceCount(count));
 }
 
 static int cuda_get_device(void *ctx, int32_t *device_id) {
   (void)ctx;
   int device = 0;
-  cudaError_t error = cudaGetDevice(&device);
+  *device_id = 0;
+  DL_SYNC__NEED_RUNTIME();
+  cudaError_t error = api.cudaGetDevice(&device);
   *device_id = device;
-  return (int)error;
+  return consumed(error);
 }
 
 static int cuda_set_device(void *ctx, int32_t device_id) {
   (void)ctx;
-  return (int)cudaSetDevice(device_id);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaSetDevice(device_id));
 }
 
 static int cuda_event_create(void *ctx, void **event) {
   (void)ctx;
-  return (int)cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming));
 }
 
 static int cuda_event_destroy(void *ctx, void *event) {
   (void)ctx;
-  return (int)cudaEventDestroy((cudaEvent_t)event);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaEventDestroy((cudaEvent_t)event));
 }
 
 static int cuda_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
-  return (int)cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
 }
 
 static int cuda_stream_wait(void *ctx, void *stream, void *event) {
   (void)ctx;
-  return (int)cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitDefault);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(
+      api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitDefault));
 }
 
 static int cuda_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
-  return (int)cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitExternal);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(
+      api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitExternal));
 }
 
 static int cuda_event_synchronize(void *ctx, void *event) {
   (void)ctx;
-  return (int)cudaEventSynchronize((cudaEvent_t)event);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.cudaEventSynchronize((cudaEvent_t)event));
 }
 
 static int cuda_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
-  cudaError_t error = cudaEventQuery((cudaEvent_t)event);
+  *complete = 0;
+  DL_SYNC__NEED_RUNTIME();
+  cudaError_t error = api.cudaEventQuery((cudaEvent_t)event);
   *complete = error == cudaSuccess;
-  return error == cudaErrorNotReady ? 0 : (int)error;
+  return error == cudaErrorNotReady ? 0 : consumed(error);
+}
+
+static cudaError_t capture_query(cudaStream_t stream, int *status, unsigned long long *id,
+                                 cudaGraph_t *graph) {
+  return api.capture_info_13 != NULL
+             ? api.capture_info_13(stream, status, id, graph, NULL, NULL, NULL)
+             : api.capture_info_12(stream, status, id, graph, NULL, NULL);
 }
 
 static int cuda_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
-  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  DL_SYNC__NEED_RUNTIME();
+  int status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
-  cudaError_t error =
-      cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, &id, NULL, NULL, NULL, NULL);
+  cudaError_t error = capture_query((cudaStream_t)stream, &status, &id, NULL);
   out->status = (int32_t)status;
   out->id = id;
-  return (int)error;
+  return consumed(error);
 }
 
 /* User-object destructors run on a runtime thread and may not call CUDA: release only
    gives the event back to dlsync's pool. */
 static int cuda_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
   (void)ctx;
-  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (runtime.handle == NULL) {
+    release(object);
+    return DL_SYNC__NO_RUNTIME;
+  }
+  int status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = NULL;
-  cudaError_t error =
-      cudaStreamGetCaptureInfo((cudaStream_t)stream, &status, NULL, &graph, NULL, NULL, NULL);
+  cudaError_t error = capture_query((cudaStream_t)stream, &status, NULL, &graph);
   if (error == cudaSuccess && status != cudaStreamCaptureStatusActive)
     error = cudaErrorStreamCaptureUnmatched;
   cudaUserObject_t user_object = NULL;
   if (error == cudaSuccess)
-    error = cudaUserObjectCreate(&user_object, object, release, 1, cudaUserObjectNoDestructorSync);
+    error =
+        api.cudaUserObjectCreate(&user_object, object, release, 1, cudaUserObjectNoDestructorSync);
   if (error != cudaSuccess) {
     release(object);
-    return (int)error;
+    return consumed(error);
   }
-  error = cudaGraphRetainUserObject(graph, user_object, 1, cudaGraphUserObjectMove);
-  if (error != cudaSuccess) cudaUserObjectRelease(user_object, 1); /* runs release */
-  return (int)error;
+  error = api.cudaGraphRetainUserObject(graph, user_object, 1, cudaGraphUserObjectMove);
+  if (error != cudaSuccess) {
+    api.cudaGetLastError();
+    api.cudaUserObjectRelease(user_object, 1); /* runs release */
+  }
+  return consumed(error);
 }
 
 static const char *cuda_error_name(void *ctx, int code) {
   (void)ctx;
-  return cudaGetErrorName((cudaError_t)code);
+  if (code == DL_SYNC__NO_RUNTIME) return "no CUDA runtime";
+  return runtime.handle != NULL ? api.cudaGetErrorName(code) : "?";
 }
 
 static const char *cuda_error_string(void *ctx, int code) {
   (void)ctx;
-  return cudaGetErrorString((cudaError_t)code);
+  if (code == DL_SYNC__NO_RUNTIME) return runtime.why;
+  return runtime.handle != NULL ? api.cudaGetErrorString(code) : "?";
 }
 
 static int cuda_error_status(void *ctx, int code) {
   (void)ctx;
   switch (code) {
+    case DL_SYNC__NO_RUNTIME:
     case cudaErrorInitializationError:
     case cudaErrorStubLibrary:
     case cudaErrorInsufficientDriver:
@@ -158,4 +247,13 @@ static const dl_sync_backend cuda_backend = {
     .error_status = cuda_error_status,
 };
 
-const dl_sync_backend *dl_sync_cuda_backend(void) { return &cuda_backend; }
+const dl_sync_backend *dl_sync_cuda_backend(void) {
+  pthread_once(&load_once, load);
+  return &cuda_backend;
+}
+
+const dl_sync__runtime *dl_sync__cuda_runtime_of(const dl_sync_backend *backend) {
+  if (backend != &cuda_backend) return NULL;
+  pthread_once(&load_once, load);
+  return &runtime;
+}

@@ -1,126 +1,228 @@
 /*
- * The HIP runtime backend (AMD platform). HIP documents re-recording a pending event as
- * undefined, so this backend sets DL_SYNC_BACKEND_QUERY_BEFORE_REUSE. External event
- * waits and graph user objects are used where the runtime has them (detected at
- * configure time: DL_SYNC_HIP_HAS_WAIT_EXTERNAL, DL_SYNC_HIP_HAS_USER_OBJECTS); without
- * them the capture-external case answers DL_SYNC_ENOTSUP. HIP has no legacy stream
- * handle: the null stream (0) is its legacy default stream.
+ * The HIP runtime backend (AMD platform). libamdhip64 is found at the first use of the
+ * backend (see loader.h); what it offers is chosen by its version (docs/runtimes.md):
+ * - the null stream's capture state: hipStreamGetCaptureInfo fails on it in 5.2 to 5.4,
+ *   hipStreamIsCapturing answers there;
+ * - graph user objects from 5.3, external event waits from 6.4.2: stream_wait_external
+ *   and graph_retain stay NULL without them, and the capture-external case answers
+ *   DL_SYNC_ENOTSUP.
+ * Events are re-recorded without a query first: hipStreamWaitEvent binds the record the
+ * event holds at call time, and querying an event recorded on a now-capturing stream
+ * invalidates that capture from 6.2 on. HIP has no legacy stream handle: the null
+ * stream (0) is its legacy default stream.
  */
-#ifndef __HIP_PLATFORM_AMD__
-#define __HIP_PLATFORM_AMD__
-#endif
-#include <hip/hip_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
-#include "../internal.h"
+#include "hip_api.h"
+#include "loader.h"
+
+static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
+                                          "libamdhip64.so.5", NULL};
+
+static dl_sync__runtime runtime = {.family = "HIP", .env = "DL_SYNC_HIP", .sonames = hip_sonames};
+
+static struct {
+#define DL_SYNC__HIP_POINTER(ret, name, params) ret(*name) params;
+  DL_SYNC__HIP_CALLS(DL_SYNC__HIP_POINTER)
+  DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_POINTER)
+#undef DL_SYNC__HIP_POINTER
+  int null_stream_is_capturing; /* 5.2 to 5.4: ask hipStreamIsCapturing for the null stream */
+  int records_every_status;     /* up to 6: every call's status becomes the last error */
+} api;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+/* HIP_VERSION: major * 10000000 + minor * 100000 + patch (hip_version.h). */
+static int version_at_least(int major, int minor) {
+  return runtime.version >= major * 10000000 + minor * 100000;
+}
+
+static dl_sync_backend hip_backend;
+static int hip_stream_wait_external(void *ctx, void *stream, void *event);
+static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *));
+
+static int resolve(void) {
+#define DL_SYNC__HIP_RESOLVE(ret, name, params)                                   \
+  if (!dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name)) {      \
+    return dl_sync__runtime_reject(&runtime, "%s lacks %s", runtime.path, #name); \
+  }
+  DL_SYNC__HIP_CALLS(DL_SYNC__HIP_RESOLVE)
+#undef DL_SYNC__HIP_RESOLVE
+  if (api.hipRuntimeGetVersion(&runtime.version) != hipSuccess || !version_at_least(5, 0)) {
+    api.hipGetLastError();
+    return dl_sync__runtime_reject(&runtime,
+                                   "%s is HIP runtime version %d: dlsync needs 5.0 or newer",
+                                   runtime.path, runtime.version);
+  }
+  api.null_stream_is_capturing = version_at_least(5, 2) && !version_at_least(5, 5);
+  api.records_every_status = !version_at_least(7, 0);
+  int user_objects = version_at_least(5, 3);
+#define DL_SYNC__HIP_OPTIONAL(ret, name, params) \
+  user_objects = user_objects && dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name);
+  DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_OPTIONAL)
+#undef DL_SYNC__HIP_OPTIONAL
+  if (user_objects) hip_backend.graph_retain = hip_graph_retain;
+  if (dl_sync__runtime_symbol(&runtime, "hipEventRecordWithFlags") != NULL)
+    hip_backend.stream_wait_external = hip_stream_wait_external;
+  return 0;
+}
+
+static void load(void) {
+  if (dl_sync__runtime_open(&runtime) == 0) resolve();
+}
+
+/* The thread's last error is the caller's: one dlsync turned into a status is consumed.
+   Up to ROCm 6 every call's status is stored (hipErrorNotReady too); ROCm 7 stores
+   errors only, as CUDA does. */
+static int consumed(hipError_t code) {
+  if (code != hipSuccess && (code != hipErrorNotReady || api.records_every_status))
+    api.hipGetLastError();
+  return (int)code;
+}
+
+#define DL_SYNC__NEED_RUNTIME() \
+  if (runtime.handle == NULL) return DL_SYNC__NO_RUNTIME
 
 static int hip_device_count(void *ctx, int *count) {
   (void)ctx;
   *count = 0;
-  return (int)hipGetDeviceCount(count);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipGetDeviceCount(count));
 }
 
 static int hip_get_device(void *ctx, int32_t *device_id) {
   (void)ctx;
   int device = 0;
-  hipError_t error = hipGetDevice(&device);
+  *device_id = 0;
+  DL_SYNC__NEED_RUNTIME();
+  hipError_t error = api.hipGetDevice(&device);
   *device_id = device;
-  return (int)error;
+  return consumed(error);
 }
 
 static int hip_set_device(void *ctx, int32_t device_id) {
   (void)ctx;
-  return (int)hipSetDevice(device_id);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipSetDevice(device_id));
 }
 
 static int hip_event_create(void *ctx, void **event) {
   (void)ctx;
-  return (int)hipEventCreateWithFlags((hipEvent_t *)event, hipEventDisableTiming);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipEventCreateWithFlags((hipEvent_t *)event, hipEventDisableTiming));
 }
 
 static int hip_event_destroy(void *ctx, void *event) {
   (void)ctx;
-  return (int)hipEventDestroy((hipEvent_t)event);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipEventDestroy((hipEvent_t)event));
 }
 
 static int hip_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
-  return (int)hipEventRecord((hipEvent_t)event, (hipStream_t)stream);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipEventRecord((hipEvent_t)event, (hipStream_t)stream));
 }
 
 static int hip_stream_wait(void *ctx, void *stream, void *event) {
   (void)ctx;
-  return (int)hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0));
 }
 
-#ifdef DL_SYNC_HIP_HAS_WAIT_EXTERNAL
 static int hip_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
-  return (int)hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(
+      api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal));
 }
-#endif
 
 static int hip_event_synchronize(void *ctx, void *event) {
   (void)ctx;
-  return (int)hipEventSynchronize((hipEvent_t)event);
+  DL_SYNC__NEED_RUNTIME();
+  return consumed(api.hipEventSynchronize((hipEvent_t)event));
 }
 
 static int hip_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
-  hipError_t error = hipEventQuery((hipEvent_t)event);
+  *complete = 0;
+  DL_SYNC__NEED_RUNTIME();
+  hipError_t error = api.hipEventQuery((hipEvent_t)event);
   *complete = error == hipSuccess;
+  consumed(error);
   return error == hipErrorNotReady ? 0 : (int)error;
 }
 
 static int hip_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
-  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  DL_SYNC__NEED_RUNTIME();
+  int status = hipStreamCaptureStatusNone;
   unsigned long long id = 0;
-  hipError_t error = hipStreamGetCaptureInfo((hipStream_t)stream, &status, &id);
+  hipError_t error = stream == NULL && api.null_stream_is_capturing
+                         ? api.hipStreamIsCapturing(NULL, &status)
+                         : api.hipStreamGetCaptureInfo((hipStream_t)stream, &status, &id);
   out->status = (int32_t)status;
   out->id = id;
-  return (int)error;
+  return consumed(error);
 }
 
-#ifdef DL_SYNC_HIP_HAS_USER_OBJECTS
 static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
   (void)ctx;
-  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  int status = hipStreamCaptureStatusNone;
   hipGraph_t graph = NULL;
   hipError_t error =
-      hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, &graph, NULL, NULL);
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, &graph, NULL, NULL);
   if (error == hipSuccess && status != hipStreamCaptureStatusActive)
     error = hipErrorStreamCaptureUnmatched;
   hipUserObject_t user_object = NULL;
   if (error == hipSuccess)
-    error = hipUserObjectCreate(&user_object, object, release, 1, hipUserObjectNoDestructorSync);
+    error =
+        api.hipUserObjectCreate(&user_object, object, release, 1, hipUserObjectNoDestructorSync);
   if (error != hipSuccess) {
     release(object);
-    return (int)error;
+    return consumed(error);
   }
-  error = hipGraphRetainUserObject(graph, user_object, 1, hipGraphUserObjectMove);
-  if (error != hipSuccess) hipUserObjectRelease(user_object, 1); /* runs release */
-  return (int)error;
+  error = api.hipGraphRetainUserObject(graph, user_object, 1, hipGraphUserObjectMove);
+  if (error != hipSuccess) {
+    api.hipGetLastError();
+    api.hipUserObjectRelease(user_object, 1); /* runs release */
+  }
+  return consumed(error);
 }
-#endif
 
 static const char *hip_error_name(void *ctx, int code) {
   (void)ctx;
-  return hipGetErrorName((hipError_t)code);
+  if (code == DL_SYNC__NO_RUNTIME) return "no HIP runtime";
+  return runtime.handle != NULL ? api.hipGetErrorName(code) : "?";
 }
 
 static const char *hip_error_string(void *ctx, int code) {
   (void)ctx;
-  return hipGetErrorString((hipError_t)code);
+  if (code == DL_SYNC__NO_RUNTIME) return runtime.why;
+  return runtime.handle != NULL ? api.hipGetErrorString(code) : "?";
+}
+
+/* hipErrorInvalidDevice answers both "no device" (older ROCm without one) and a bad
+   device id: only the first is ENODEV. */
+static int no_device_answers(void) {
+  int count = 0;
+  hipError_t error = api.hipGetDeviceCount(&count);
+  consumed(error);
+  return error != hipSuccess || count == 0;
 }
 
 static int hip_error_status(void *ctx, int code) {
   (void)ctx;
   switch (code) {
+    case DL_SYNC__NO_RUNTIME:
     case hipErrorNotInitialized:
     case hipErrorInsufficientDriver:
     case hipErrorNoDevice:
-    case hipErrorInvalidDevice: /* what older ROCm answers without a device */
       return DL_SYNC_ENODEV;
+    case hipErrorInvalidDevice:
+      return no_device_answers() ? DL_SYNC_ENODEV : DL_SYNC_EBACKEND;
     case hipErrorOutOfMemory:
       return DL_SYNC_ENOMEM;
     default:
@@ -130,9 +232,10 @@ static int hip_error_status(void *ctx, int code) {
   }
 }
 
-static const dl_sync_backend hip_backend = {
+/* stream_wait_external and graph_retain are filled in by load() when the runtime has
+   them, before any caller can see this struct (dl_sync_hip_backend loads first). */
+static dl_sync_backend hip_backend = {
     .name = "hip",
-    .flags = DL_SYNC_BACKEND_QUERY_BEFORE_REUSE,
     .call_names =
         {
             [DL_SYNC_OP_DEVICE_COUNT] = "hipGetDeviceCount",
@@ -155,18 +258,21 @@ static const dl_sync_backend hip_backend = {
     .event_destroy = hip_event_destroy,
     .event_record = hip_event_record,
     .stream_wait = hip_stream_wait,
-#ifdef DL_SYNC_HIP_HAS_WAIT_EXTERNAL
-    .stream_wait_external = hip_stream_wait_external,
-#endif
     .event_synchronize = hip_event_synchronize,
     .event_query = hip_event_query,
     .capture_info = hip_capture_info,
-#ifdef DL_SYNC_HIP_HAS_USER_OBJECTS
-    .graph_retain = hip_graph_retain,
-#endif
     .error_name = hip_error_name,
     .error_string = hip_error_string,
     .error_status = hip_error_status,
 };
 
-const dl_sync_backend *dl_sync_hip_backend(void) { return &hip_backend; }
+const dl_sync_backend *dl_sync_hip_backend(void) {
+  pthread_once(&load_once, load);
+  return &hip_backend;
+}
+
+const dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend) {
+  if (backend != &hip_backend) return NULL;
+  pthread_once(&load_once, load);
+  return &runtime;
+}

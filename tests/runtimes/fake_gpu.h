@@ -1,0 +1,154 @@
+/*
+ * The device model shared by the fake runtime libraries (fake_cudart.c, fake_amdhip64.c):
+ * devices, streams, stream capture, events, graphs and graph user objects, on the host
+ * only. Each fake includes it once and maps its runtime's entry points onto it; every
+ * behaviour of a runtime is chosen and cited in that runtime's file, not here.
+ *
+ * Test hooks (fake_gpu_*) let the suite read what the runtime was asked to do; they are
+ * observations, never behaviour.
+ */
+#ifndef FAKE_GPU_H_
+#define FAKE_GPU_H_
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAKE_EXPORT __attribute__((visibility("default")))
+
+enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
+
+typedef struct fake_graph {
+  int nodes;
+  int external_waits;
+  struct fake_user_object *objects[FAKE_MAX_OBJECTS];
+  unsigned counts[FAKE_MAX_OBJECTS];
+  int object_count;
+} fake_graph;
+
+typedef struct fake_capture {
+  unsigned long long id;
+  int status; /* 1 active, 2 invalidated */
+  fake_graph *graph;
+} fake_capture;
+
+typedef struct fake_stream {
+  int device;
+  fake_capture *capture;
+} fake_stream;
+
+typedef struct fake_event {
+  unsigned flags;
+  int device;
+  fake_stream *last_stream; /* where it was last recorded */
+  fake_capture *capture;    /* the capture its last record joined, or NULL */
+} fake_event;
+
+typedef struct fake_user_object {
+  void *ptr;
+  void (*destroy)(void *);
+  unsigned refs;
+} fake_user_object;
+
+/* Special stream handles resolve against the calling thread's current device. */
+static fake_stream fake_legacy[FAKE_MAX_DEVICES], fake_per_thread[FAKE_MAX_DEVICES];
+static fake_stream *fake_streams[FAKE_MAX_STREAMS];
+static _Thread_local int fake_current_device;
+static unsigned long long fake_next_capture_id = 1;
+static struct {
+  long event_create, event_destroy, event_record, stream_wait, event_query, timing_events;
+  long user_objects_live;
+} fake_counters;
+
+static int fake_device_count(void) {
+  const char *count = getenv("FAKE_GPU_DEVICES");
+  return count != NULL ? atoi(count) : 2;
+}
+
+static fake_stream *fake_stream_new(int device) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+    if (fake_streams[i] != NULL) continue;
+    fake_streams[i] = calloc(1, sizeof *fake_streams[i]);
+    fake_streams[i]->device = device;
+    return fake_streams[i];
+  }
+  return NULL;
+}
+
+static void fake_stream_free(fake_stream *stream) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] == stream) fake_streams[i] = NULL;
+  free(stream);
+}
+
+/* A capture in progress on any stream of device (the legacy stream's implicit
+   synchronization makes every blocking stream's capture visible to it). */
+static int fake_any_capture_on(int device) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] != NULL && fake_streams[i]->device == device &&
+        fake_streams[i]->capture != NULL)
+      return 1;
+  return fake_per_thread[device].capture != NULL;
+}
+
+static void fake_capture_begin(fake_stream *stream) {
+  fake_capture *capture = calloc(1, sizeof *capture);
+  capture->id = fake_next_capture_id++;
+  capture->status = 1;
+  capture->graph = calloc(1, sizeof *capture->graph);
+  stream->capture = capture;
+}
+
+static void fake_capture_invalidate(fake_capture *capture) {
+  capture->status = 2;
+}
+
+/* Ends capture: every stream that joined it leaves; returns its graph, or NULL when the
+   capture was invalidated (its graph is dropped). */
+static fake_graph *fake_capture_end(fake_stream *origin) {
+  fake_capture *capture = origin->capture;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] != NULL && fake_streams[i]->capture == capture)
+      fake_streams[i]->capture = NULL;
+  for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+    if (fake_per_thread[d].capture == capture) fake_per_thread[d].capture = NULL;
+  fake_graph *graph = capture->status == 1 ? capture->graph : NULL;
+  if (graph == NULL) free(capture->graph);
+  free(capture);
+  return graph;
+}
+
+static void fake_user_object_release(fake_user_object *object, unsigned count) {
+  object->refs -= count;
+  if (object->refs != 0) return;
+  object->destroy(object->ptr);
+  fake_counters.user_objects_live--;
+  free(object);
+}
+
+static void fake_graph_destroy(fake_graph *graph) {
+  for (int i = 0; i < graph->object_count; i++)
+    fake_user_object_release(graph->objects[i], graph->counts[i]);
+  free(graph);
+}
+
+/* Test hooks. */
+FAKE_EXPORT long fake_gpu_counter(const char *name);
+FAKE_EXPORT int fake_gpu_graph_external_waits(const void *graph);
+
+long fake_gpu_counter(const char *name) {
+  if (strcmp(name, "event_create") == 0) return fake_counters.event_create;
+  if (strcmp(name, "event_destroy") == 0) return fake_counters.event_destroy;
+  if (strcmp(name, "event_record") == 0) return fake_counters.event_record;
+  if (strcmp(name, "stream_wait") == 0) return fake_counters.stream_wait;
+  if (strcmp(name, "event_query") == 0) return fake_counters.event_query;
+  if (strcmp(name, "timing_events") == 0) return fake_counters.timing_events;
+  if (strcmp(name, "user_objects_live") == 0) return fake_counters.user_objects_live;
+  return -1;
+}
+
+int fake_gpu_graph_external_waits(const void *graph) {
+  return ((const fake_graph *)graph)->external_waits;
+}
+
+#endif /* FAKE_GPU_H_ */

@@ -1,0 +1,191 @@
+/*
+ * The event pool's ring, through its internal interface (linked statically): growth while
+ * the idle events wrap around the ring must keep every idle event exactly once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { EVENTS = 32 };
+
+/* Events are numbers 1..EVENTS; the test decides which records are still pending. */
+static int next_event = 1, destroyed[EVENTS + 1], pending[EVENTS + 1];
+
+static void *as_event(int n) {
+  return (void *)(intptr_t)n;
+}
+static int as_number(void *event) {
+  return (int)(intptr_t)event;
+}
+
+static int ok_device(void *ctx, int32_t *device) {
+  (void)ctx;
+  *device = 0;
+  return 0;
+}
+static int ok_set_device(void *ctx, int32_t device) {
+  (void)ctx;
+  (void)device;
+  return 0;
+}
+static int create(void *ctx, void **event) {
+  (void)ctx;
+  if (next_event > EVENTS) return 1;
+  *event = as_event(next_event++);
+  return 0;
+}
+static int destroy(void *ctx, void *event) {
+  (void)ctx;
+  destroyed[as_number(event)]++;
+  return 0;
+}
+static int unused_record(void *ctx, void *event, void *stream) {
+  (void)ctx, (void)event, (void)stream;
+  return 1;
+}
+static int query(void *ctx, void *event, int *complete) {
+  (void)ctx;
+  *complete = !pending[as_number(event)];
+  return 0;
+}
+static int unused_sync(void *ctx, void *event) {
+  (void)ctx, (void)event;
+  return 1;
+}
+static int unused_capture(void *ctx, void *stream, dl_sync_capture_info *out) {
+  (void)ctx, (void)stream, (void)out;
+  return 1;
+}
+static const char *name_of(void *ctx, int code) {
+  (void)ctx, (void)code;
+  return "ringError";
+}
+static int status_of(void *ctx, int code) {
+  (void)ctx, (void)code;
+  return DL_SYNC_EBACKEND;
+}
+
+static const dl_sync_backend ring_backend = {
+    .name = "ring",
+    .flags = DL_SYNC_BACKEND_QUERY_BEFORE_REUSE, /* hands out the oldest idle event */
+    .get_device = ok_device,
+    .set_device = ok_set_device,
+    .event_create = create,
+    .event_destroy = destroy,
+    .event_record = unused_record,
+    .stream_wait = unused_record,
+    .event_synchronize = unused_sync,
+    .event_query = query,
+    .capture_info = unused_capture,
+    .error_name = name_of,
+    .error_string = name_of,
+    .error_status = status_of,
+};
+
+static void *acquire(dl_sync__pool *pool) {
+  dl_sync__device_guard guard;
+  dl_sync__device_guard_init(&guard, &ring_backend);
+  void *event = NULL;
+  assert_int_equal(dl_sync__pool_acquire(pool, "test", &guard, &event), DL_SYNC_OK);
+  return event;
+}
+
+static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
+  (void)state;
+  dl_sync__pool *pool = NULL;
+  DLDevice device = {kDLCUDA, 0};
+  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+  /* 16 live events (the first capacity), all idle, oldest first: 1..16. */
+  void *events[17];
+  for (int i = 1; i <= 16; i++) events[i] = acquire(pool);
+  for (int i = 1; i <= 16; i++) dl_sync__pool_release(pool, events[i]);
+  /* Hand out 1..4 and take 1, 2 back: the idle events now wrap past the ring's end. */
+  for (int i = 1; i <= 4; i++) assert_int_equal(as_number(acquire(pool)), i);
+  dl_sync__pool_release(pool, events[1]);
+  dl_sync__pool_release(pool, events[2]);
+  /* 5 is pending: it goes back and a 17th event is made, which grows the ring. */
+  pending[5] = 1;
+  void *fresh = acquire(pool);
+  assert_int_equal(as_number(fresh), 17);
+  pending[5] = 0;
+  /* Oldest first after growth: 6..16, 1, 2, 5. */
+  int expected[] = {6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 1, 2, 5};
+  for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
+    assert_int_equal(as_number(acquire(pool)), expected[i]);
+  for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
+    dl_sync__pool_release(pool, as_event(expected[i]));
+  dl_sync__pool_release(pool, events[3]);
+  dl_sync__pool_release(pool, events[4]);
+  dl_sync__pool_release(pool, fresh);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  for (int i = 1; i <= 17; i++) assert_int_equal(destroyed[i], 1);
+}
+
+static void *give_back(void *arg) {
+  void **job = arg;
+  dl_sync__pool_release(job[0], job[1]);
+  return NULL;
+}
+
+/* A graph's user-object destructor gives an event back on a runtime thread while the
+   application shuts dlsync down: whichever comes first, the pool is not freed under the
+   destructor, and the event is destroyed exactly once (a race checker build sees any
+   access to the pool's counters outside its lock). */
+static void test_shutdown_racing_a_graph_destructor(void **state) {
+  (void)state;
+  for (int round = 0; round < 200; round++) {
+    next_event = 1;
+    memset(destroyed, 0, sizeof destroyed);
+    dl_sync__pool *pool = NULL;
+    DLDevice device = {kDLCUDA, 0};
+    assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+    void *job[2] = {pool, acquire(pool)};
+    pthread_t destructor;
+    assert_int_equal(pthread_create(&destructor, NULL, give_back, job), 0);
+    assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+    assert_int_equal(pthread_join(destructor, NULL), 0);
+    assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK); /* the event, if it came back late */
+    assert_int_equal(destroyed[1], 1);
+  }
+}
+
+/* A child after fork() starts with no pools: the parent's events are not its own. */
+static void test_a_forked_child_starts_without_pools(void **state) {
+  (void)state;
+  dl_sync__pool *pool = NULL;
+  DLDevice device = {kDLCUDA, 0};
+  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+  dl_sync__pool_release(pool, acquire(pool));
+  dl_sync_pool_stats stats;
+  assert_int_equal(dl_sync_pool_stats_get(&ring_backend, 0, &stats), DL_SYNC_OK);
+  assert_int_equal(stats.idle, 1);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    int clean = dl_sync_pool_stats_get(&ring_backend, 0, &stats) == DL_SYNC_OK &&
+                stats.created == 0 && stats.idle == 0;
+    _exit(clean ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
+      cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
+      cmocka_unit_test(test_a_forked_child_starts_without_pools),
+  };
+  return cmocka_run_group_tests_name("event_pool", tests, NULL, NULL);
+}
