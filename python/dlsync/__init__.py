@@ -9,8 +9,10 @@ A producer whose ``__dlpack__`` is Python makes one call before building its cap
 ``help(dlsync.export)`` shows what each ``stream`` value means on each device.
 ``dlsync.testing`` runs the same code on a simulated device with a race checker.
 """
+import collections
 import enum
 
+from ._dlsync import _runtime
 from ._dlsync import (
     CAPTURE_NONE_IS_NO_SYNC,
     CAPTURE_STRICT,
@@ -19,6 +21,7 @@ from ._dlsync import (
     __version__,
     export,
     get_capture_policy,
+    group_wait,
     push_dep,
     set_capture_policy,
     stream_from_arg,
@@ -47,15 +50,72 @@ class DeviceType(enum.IntEnum):
     TRN = 18
 
 
+class Group:
+    """The producers of one consumer call, ordered before the consumer's stream at once.
+
+    ::
+
+        with dlsync.Group(device, my_stream) as group:
+            group.add(a.stream)            # a, b and c written on one stream:
+            group.add(b.stream)            # one dependency, not three
+            group.add(c.stream)
+        run_f(a, b, c, stream=my_stream)
+
+    Leaving the block calls ``group_wait`` (unless the block raised); ``wait()`` does it
+    explicitly and empties the group for reuse. Producers as ``group_wait`` takes them.
+    """
+
+    def __init__(self, device, consumer):
+        self.device = device
+        self.consumer = consumer
+        self._producers = []
+
+    def add(self, stream, device=None):
+        """Adds a producer stream; ``device`` when it is on another device of the family."""
+        self._producers.append(stream if device is None else (device, stream))
+
+    def wait(self):
+        """Orders every producer added so far before the consumer; empties the group."""
+        producers, self._producers = self._producers, []
+        group_wait(self.device, self.consumer, producers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.wait()
+        else:
+            self._producers = []
+        return False
+
+
+RuntimeInfo = collections.namedtuple("RuntimeInfo", "path version major minor")
+RuntimeInfo.__doc__ = "The GPU runtime library a backend uses: its file, version as the runtime reports it, and major.minor."
+
+
+def runtime(name):
+    """The runtime library the built-in backend ``name`` ('cuda' or 'hip') found:
+    a ``RuntimeInfo``. dlsync looks for it at the first use (the runtime already loaded in
+    the process first, else libcudart.so.13/.12, libamdhip64.so.7/.6/.5; DL_SYNC_CUDART or
+    DL_SYNC_HIP name a file instead). BufferError, saying what was tried, when none is
+    found."""
+    return RuntimeInfo(*_runtime(name))
+
+
 __all__ = [
     "CAPTURE_NONE_IS_NO_SYNC",
     "CAPTURE_STRICT",
     "STREAM_LEGACY",
     "STREAM_PER_THREAD",
     "DeviceType",
+    "Group",
+    "RuntimeInfo",
     "export",
     "get_capture_policy",
+    "group_wait",
     "push_dep",
+    "runtime",
     "set_capture_policy",
     "stream_from_arg",
     "stream_to_arg",

@@ -1,5 +1,5 @@
 # Types of the dlsync extension module; the package dlsync re-exports them.
-from typing import Optional, Protocol, Tuple, Union
+from typing import Iterable, Optional, Protocol, Tuple, Union
 
 class _CudaStreamProtocol(Protocol):
     def __cuda_stream__(self) -> Tuple[int, int]: ...
@@ -27,6 +27,13 @@ STREAM_PER_THREAD: int
 # Exchange: ordering the producer's stream before the consumer's.
 def export(device: Device, producer_stream: StreamObject, stream: Optional[int]) -> None: ...
 def push_dep(device: Device, src: StreamObject, dst: StreamObject) -> None: ...
+
+# Coalesced exchange: one dependency per distinct producer stream.
+Producer = Union[StreamObject, Tuple[Device, StreamObject]]
+def group_wait(device: Device, consumer: StreamObject, producers: Iterable[Producer]) -> None: ...
+
+# The runtime library a built-in backend found: (path, version, major, minor).
+def _runtime(name: str) -> Tuple[str, int, int, int]: ...
 
 # The stream= conventions.
 def stream_from_arg(device: Device, stream: Optional[int]) -> Tuple[int, bool]: ...

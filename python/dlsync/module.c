@@ -9,6 +9,8 @@ static PyMethodDef *const areas[] = {
     dl_sync_py_exchange_methods,
     dl_sync_py_convention_methods,
     dl_sync_py_policy_methods,
+    dl_sync_py_group_methods,
+    dl_sync_py_runtime_methods,
 };
 
 static int add_constants(PyObject *module) {

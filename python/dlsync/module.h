@@ -14,6 +14,10 @@ extern PyMethodDef dl_sync_py_exchange_methods[];
 extern PyMethodDef dl_sync_py_convention_methods[];
 /* set_capture_policy, get_capture_policy (policy.c) */
 extern PyMethodDef dl_sync_py_policy_methods[];
+/* group_wait (group.c) */
+extern PyMethodDef dl_sync_py_group_methods[];
+/* _runtime, behind dlsync.runtime (runtime.c) */
+extern PyMethodDef dl_sync_py_runtime_methods[];
 
 /* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
 PyObject *dl_sync_py_sim_module(void);

@@ -5,6 +5,7 @@
  * wrapper (testing.py) is the documented interface; these are its primitives.
  */
 #include <dlsync/sim.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "sim_binding.h"
@@ -172,6 +173,19 @@ static PyObject *sim_device_synchronize(PyObject *module, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+/* set_device(device): the calling thread's current device (cudaSetDevice): kernels are
+   launched on streams of the current device only. */
+static PyObject *sim_set_device(PyObject *module, PyObject *obj) {
+  (void)module;
+  int overflow = 0;
+  long device = PyLong_AsLongAndOverflow(obj, &overflow);
+  if (device == -1 && PyErr_Occurred()) return NULL;
+  if (overflow != 0 || device < INT32_MIN || device > INT32_MAX)
+    return PyErr_Format(PyExc_ValueError, "dlsync.testing: device %R out of range", obj);
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_set_device", dl_sync_sim_set_device((int32_t)device));
+  Py_RETURN_NONE;
+}
+
 /* --- capture -------------------------------------------------------------------------- */
 
 static PyObject *sim_begin_capture(PyObject *module, PyObject *args) {
@@ -250,6 +264,7 @@ static PyMethodDef sim_methods[] = {
     {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
     {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},
     {"device_synchronize", sim_device_synchronize, METH_NOARGS, "device_synchronize()"},
+    {"set_device", sim_set_device, METH_O, "set_device(device)"},
     {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode)"},
     {"end_capture", sim_end_capture, METH_O, "end_capture(stream)"},
     {"capture_status", sim_capture_status, METH_O, "capture_status(stream)"},

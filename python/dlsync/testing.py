@@ -159,6 +159,11 @@ class SimulatedDevice:
         """The calling thread's per-thread default stream (stream=2 on CUDA)."""
         return Stream(2)
 
+    def set_device(self, device: int) -> None:
+        """Makes device current for the calling thread (cudaSetDevice): kernels launch
+        only on streams of the current device, as on CUDA."""
+        _sim.set_device(device)
+
     # -- kernels ------------------------------------------------------------------------
     def write(self, stream: Any, buffer: Any, value: int) -> None:
         """Enqueues a kernel on stream that sets every byte of buffer to value."""
