@@ -10,11 +10,7 @@
 
 #include "dlsync/dlsync.h"
 #include "support/counting_backend.h"
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
-}
+#include "support/error_message.h"
 
 static void test_defaults_follow_the_build(void **state) {
   (void)state;

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "support/error_message.h"
 
 static DLDeviceType seen_type;
 static int32_t seen_id;
@@ -29,11 +30,6 @@ static DLPackExchangeAPI table(uint32_t major, uint32_t minor, DLPackExchangeAPI
   DLPackExchangeAPI api = {.header = {{major, minor}, prev}};
   api.current_work_stream = current_stream_ok;
   return api;
-}
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
 }
 
 static const DLDevice cuda3 = {kDLCUDA, 3};

@@ -12,6 +12,7 @@
 #include "dlsync/dlsync.h"
 #include "support/counting_backend.h"
 #include "support/mock_backend.h"
+#include "support/error_message.h"
 
 #define MOCK_EVENT_3 ((void *)0xE003)
 #define MOCK_STREAM_D ((void *)0xD000)
@@ -23,29 +24,6 @@ static const DLDevice cpu0 = {kDLCPU, 0};
 
 static dl_sync_stream on(DLDevice device, void *handle) {
   return dl_sync_stream_view(device, handle);
-}
-
-static int setup(void **state) {
-  (void)state;
-  mock_backend_install();
-  return dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  mock_backend_shutdown();
-  return 0;
-}
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
-}
-
-static dl_sync_pool_stats stats_of(int32_t device) {
-  dl_sync_pool_stats stats;
-  assert_int_equal(dl_sync_pool_stats_get(&mock_backend, device, &stats), DL_SYNC_OK);
-  return stats;
 }
 
 static void expect_new_event(void *event) {
@@ -72,7 +50,7 @@ static void test_three_tensors_from_one_stream_cost_one_record_one_wait_two_quer
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_1, 0);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
-  assert_int_equal(stats_of(0).acquired, 1);
+  assert_int_equal(mock_pool_stats(0).acquired, 1);
 }
 
 static void test_the_group_is_reusable_after_a_wait(void **state) {
@@ -90,7 +68,7 @@ static void test_the_group_is_reusable_after_a_wait(void **state) {
   }
   /* Emptied by the wait: another wait has nothing to order. */
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
-  assert_int_equal(stats_of(0).created, 1);
+  assert_int_equal(mock_pool_stats(0).created, 1);
 }
 
 static void test_two_producer_streams_cost_one_dependency_each_and_one_consumer_query(
@@ -136,7 +114,7 @@ static void test_the_consumer_stream_costs_nothing(void **state) {
   assert_int_equal(dl_sync_group_add_stream(&group, on(cuda0, DL_SYNC_STREAM_LEGACY)), DL_SYNC_OK);
   assert_int_equal(dl_sync_group_add_stream(&group, on(cuda0, NULL)), DL_SYNC_OK);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
-  assert_int_equal(stats_of(0).acquired, 0);
+  assert_int_equal(mock_pool_stats(0).acquired, 0);
 }
 
 /* --- exchange tables ------------------------------------------------------------------ */
@@ -342,9 +320,9 @@ static void test_a_capturing_consumer_gets_an_external_wait_per_producer_stream(
   expect_graph_retain(MOCK_STREAM_B, 0);
   expect_stream_wait_external(MOCK_STREAM_B, MOCK_EVENT_1, 0);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
-  assert_int_equal(stats_of(0).outstanding, 1); /* the graph's */
+  assert_int_equal(mock_pool_stats(0).outstanding, 1); /* the graph's */
   mock_graph_destroy();
-  assert_int_equal(stats_of(0).outstanding, 0);
+  assert_int_equal(mock_pool_stats(0).outstanding, 0);
 }
 
 static void test_a_capturing_consumer_gets_an_external_wait_per_tensor_event(void **state) {
@@ -365,9 +343,9 @@ static void test_a_capturing_consumer_gets_an_external_wait_per_tensor_event(voi
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
   delete_tensors(2);
   /* The graph keeps the second tensor's event after the tensor is gone. */
-  assert_int_equal(stats_of(0).outstanding, 1);
+  assert_int_equal(mock_pool_stats(0).outstanding, 1);
   mock_graph_destroy();
-  assert_int_equal(stats_of(0).outstanding, 0);
+  assert_int_equal(mock_pool_stats(0).outstanding, 0);
 }
 
 static void test_a_capturing_producer_with_a_plain_consumer_is_named(void **state) {
@@ -387,7 +365,7 @@ static void test_a_capturing_producer_with_a_plain_consumer_is_named(void **stat
   assert_error_mentions("dl_sync_group_wait: producer stream 2 of 3 (0xc000 on cuda:0) failed");
   assert_error_mentions("Run the consumer on the producer's current work stream");
   /* The made dependency stays made, and the group is empty. */
-  assert_int_equal(stats_of(0).acquired, 1);
+  assert_int_equal(mock_pool_stats(0).acquired, 1);
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
 }
 
@@ -461,7 +439,7 @@ static void test_a_failing_record_returns_the_event(void **state) {
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_EBACKEND);
   assert_error_mentions("producer stream 1 of 1");
   assert_error_mentions("[mockEventRecord]");
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 0);
   assert_int_equal(stats.idle, 1);
 }
@@ -576,7 +554,7 @@ static void test_the_group_layout_is_pinned(void **state) {
   assert_int_equal(sizeof(dl_sync_group), 936);
 }
 
-#define GROUP_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define GROUP_TEST(name) cmocka_unit_test_setup_teardown(name, mock_suite_setup, mock_suite_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {

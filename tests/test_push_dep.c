@@ -9,6 +9,7 @@
 
 #include "dlsync/dlsync.h"
 #include "support/mock_backend.h"
+#include "support/error_message.h"
 
 static const DLDevice cuda0 = {kDLCUDA, 0};
 static const DLDevice cuda1 = {kDLCUDA, 1};
@@ -16,29 +17,6 @@ static const DLDevice rocm0 = {kDLROCM, 0};
 static const DLDevice cpu0 = {kDLCPU, 0};
 
 static dl_sync_stream on(DLDevice device, void *handle) { return dl_sync_stream_view(device, handle); }
-
-static int setup(void **state) {
-  (void)state;
-  mock_backend_install();
-  return dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  mock_backend_shutdown();
-  return 0;
-}
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
-}
-
-static dl_sync_pool_stats stats_of(int32_t device) {
-  dl_sync_pool_stats stats;
-  assert_int_equal(dl_sync_pool_stats_get(&mock_backend, device, &stats), DL_SYNC_OK);
-  return stats;
-}
 
 /* A pool miss: the event is made on the producer's device, so the current device is read
    (no switch: it is already device 0). */
@@ -86,7 +64,7 @@ static void test_cross_stream_is_one_record_and_one_wait_in_steady_state(void **
     assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(0xB000)),
                      DL_SYNC_OK);
   }
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.created, 1);
   assert_int_equal(stats.idle, 1);
   assert_int_equal(stats.outstanding, 0);
@@ -104,8 +82,8 @@ static void test_event_is_created_on_the_producer_device(void **state) {
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_2, 0);
   expect_set_device(0, 0);
   assert_int_equal(dl_sync_push_dep(on(cuda1, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
-  assert_int_equal(stats_of(1).created, 1);
-  assert_int_equal(stats_of(0).created, 0);
+  assert_int_equal(mock_pool_stats(1).created, 1);
+  assert_int_equal(mock_pool_stats(0).created, 0);
 }
 
 static void test_default_streams_resolve_on_their_device(void **state) {
@@ -153,7 +131,7 @@ static void test_capturing_producer_with_plain_consumer_is_ecapture(void **state
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_ECAPTURE);
   assert_error_mentions("Run the consumer on the producer's current work stream, or capture both");
-  assert_int_equal(stats_of(0).created, 0);
+  assert_int_equal(mock_pool_stats(0).created, 0);
 }
 
 static void test_two_different_captures_are_ecapture(void **state) {
@@ -183,14 +161,14 @@ static void test_capturing_consumer_gets_an_external_wait_owned_by_the_graph(voi
   expect_graph_retain(MOCK_STREAM_B, 0);
   expect_stream_wait_external(MOCK_STREAM_B, MOCK_EVENT_1, 0);
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
-  assert_int_equal(stats_of(0).outstanding, 1);
+  assert_int_equal(mock_pool_stats(0).outstanding, 1);
 
   /* While the graph lives, its event is not handed out again. */
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_C, MOCK_EVENT_2, 1);
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
 
   mock_graph_destroy();
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 0);
   assert_int_equal(stats.idle, 2);
 }
@@ -266,7 +244,7 @@ static void test_event_create_failure_propagates(void **state) {
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_ENOMEM);
   assert_error_mentions("[mockEventCreate][mockErrorOutOfMemory]");
-  assert_int_equal(stats_of(0).created, 0);
+  assert_int_equal(mock_pool_stats(0).created, 0);
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_new_event(NULL, MOCK_ERROR_NO_DEVICE);
@@ -284,7 +262,7 @@ static void test_record_failure_propagates_and_returns_the_event(void **state) {
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_EBACKEND);
   assert_error_mentions("[mockEventRecord][mockErrorInvalid]");
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.idle, 1);
   assert_int_equal(stats.outstanding, 0);
 }
@@ -299,7 +277,7 @@ static void test_wait_failure_propagates_and_returns_the_event(void **state) {
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_EBACKEND);
   assert_error_mentions("[mockStreamWaitEvent][mockErrorInvalid]");
-  assert_int_equal(stats_of(0).idle, 1);
+  assert_int_equal(mock_pool_stats(0).idle, 1);
 }
 
 static void test_device_query_failure_propagates(void **state) {
@@ -350,7 +328,7 @@ static void test_graph_retain_failure_propagates_and_the_event_returns(void **st
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_ENOMEM);
   assert_error_mentions("[mockGraphRetainUserObject][mockErrorOutOfMemory]");
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 0);
   assert_int_equal(stats.idle, 1);
 }
@@ -366,9 +344,9 @@ static void test_external_wait_failure_leaves_the_event_with_the_graph(void **st
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_ECAPTURE);
   assert_error_mentions("[mockStreamWaitEventExternal][mockErrorCaptureIsolation]");
-  assert_int_equal(stats_of(0).outstanding, 1);
+  assert_int_equal(mock_pool_stats(0).outstanding, 1);
   mock_graph_destroy();
-  assert_int_equal(stats_of(0).outstanding, 0);
+  assert_int_equal(mock_pool_stats(0).outstanding, 0);
 }
 
 static void test_query_before_reuse_skips_pending_events(void **state) {
@@ -392,7 +370,7 @@ static void test_query_before_reuse_skips_pending_events(void **state) {
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_1, 0);
   assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)), DL_SYNC_OK);
   mock_backend.flags = 0;
-  assert_int_equal(stats_of(0).created, 2);
+  assert_int_equal(mock_pool_stats(0).created, 2);
 }
 
 static void test_mixed_families_are_rejected(void **state) {
@@ -448,17 +426,17 @@ static void test_shutdown_keeps_the_pool_of_an_event_out_in_a_graph(void **state
 
   expect_event_destroy(MOCK_EVENT_2, 0); /* the idle one goes; the graph's stays */
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
-  dl_sync_pool_stats stats = stats_of(0);
+  dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 1);
   assert_int_equal(stats.idle, 0);
 
   mock_graph_destroy(); /* the destructor returns the event to the kept pool */
-  stats = stats_of(0);
+  stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 0);
   assert_int_equal(stats.idle, 1);
   expect_event_destroy(MOCK_EVENT_1, 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
-  stats = stats_of(0);
+  stats = mock_pool_stats(0);
   assert_int_equal(stats.created, 0); /* freed at last */
 }
 
@@ -474,7 +452,7 @@ static void test_different_backends_in_one_family_are_rejected(void **state) {
   assert_error_mentions("different backends ('mock' and 'other')");
 }
 
-#define DEP_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define DEP_TEST(name) cmocka_unit_test_setup_teardown(name, mock_suite_setup, mock_suite_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "support/error_message.h"
 
 static const int32_t cuda_types[] = {kDLCUDA, kDLCUDAHost, kDLCUDAManaged};
 static const int32_t rocm_types[] = {kDLROCM, kDLROCMHost};
@@ -26,11 +27,6 @@ typedef struct cell {
   void *handle;
   const char *message; /* part of the error message, or NULL */
 } cell;
-
-static void assert_error_mentions(const char *text) {
-  if (text != NULL && strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
-}
 
 static void check_cell(int32_t type, int32_t id, cell c) {
   DLDevice device = {(DLDeviceType)type, id};

@@ -12,6 +12,7 @@
 
 #include "dlsync/dlsync.h"
 #include "ordering/ordering.h"
+#include "support/error_message.h"
 
 /* A producer's tensor: its own manager_ctx and deleter, which count their calls. */
 typedef struct producer_tensor {
@@ -49,11 +50,6 @@ static dl_sync_pool_stats pool(void) {
   dl_sync_pool_stats stats;
   dl_sync_pool_stats_get(dl_sync_sim_backend(), 0, &stats);
   return stats;
-}
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
 }
 
 /* Producer writes on a and records the tensor's event; consumer waits (or not) on b. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dlsync/dlsync.h"
+#include "dlsync/sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

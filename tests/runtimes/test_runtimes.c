@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
+#include "../support/error_message.h"
 
 static int cuda;
 static long expected_version;
@@ -99,11 +100,6 @@ static dl_sync_stream on(DLDevice device, void *handle) {
     if (status_ != DL_SYNC_OK)                                                           \
       fail_msg("%s: %s: %s", #call, dl_sync_status_name(status_), dl_sync_last_error()); \
   } while (0)
-
-static void assert_error_mentions(const char *text) {
-  if (strstr(dl_sync_last_error(), text) == NULL)
-    fail_msg("last error \"%s\" does not mention \"%s\"", dl_sync_last_error(), text);
-}
 
 static int teardown(void **state) {
   (void)state;

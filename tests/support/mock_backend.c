@@ -260,3 +260,21 @@ void mock_backend_shutdown(void) {
   for (size_t i = 0; i < sizeof stream_device_types / sizeof stream_device_types[0]; i++)
     assert_int_equal(dl_sync_set_backend(stream_device_types[i], NULL), DL_SYNC_OK);
 }
+
+int mock_suite_setup(void **state) {
+  (void)state;
+  mock_backend_install();
+  return dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
+}
+
+int mock_suite_teardown(void **state) {
+  (void)state;
+  mock_backend_shutdown();
+  return 0;
+}
+
+dl_sync_pool_stats mock_pool_stats(int32_t device) {
+  dl_sync_pool_stats stats;
+  assert_int_equal(dl_sync_pool_stats_get(&mock_backend, device, &stats), DL_SYNC_OK);
+  return stats;
+}

@@ -37,5 +37,11 @@ void mock_graph_destroy(void);
 void mock_backend_install(void);
 /* Expects the destruction of every idle event, shuts dlsync down, restores defaults. */
 void mock_backend_shutdown(void);
+/* cmocka setup and teardown of a suite on the mock: installs it with the strict capture
+   policy; shuts it down. */
+int mock_suite_setup(void **state);
+int mock_suite_teardown(void **state);
+/* The mock's pool counters for device. */
+dl_sync_pool_stats mock_pool_stats(int32_t device);
 
 #endif
