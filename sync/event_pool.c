@@ -451,12 +451,17 @@ int dl_sync_shutdown(void) {
 
 /* In a child after fork() the parent's events mean nothing (a runtime does not carry
    over), and a lock may have been held by a thread that the child does not have: the
-   child forgets every pool without touching it (their memory is the parent's copy). */
+   child forgets every pool and every thread cache without touching them (their memory is
+   the parent's copy). The handler runs on the child's only thread, the one that forked. */
 static void forget_pools_in_child(void) {
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) atomic_store(&pool_sets[i].pools[d], NULL);
     atomic_store(&pool_sets[i].backend, NULL);
   }
+  pthread_mutex_init(&caches_lock, NULL);
+  caches = NULL;
+  this_thread = NULL;
+  if (cache_key_made) pthread_setspecific(cache_key, NULL); /* no flush at this thread's exit */
 }
 
 static void register_fork_handler(void) {

@@ -181,11 +181,86 @@ static void test_a_forked_child_starts_without_pools(void **state) {
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
 }
 
+/* A thread was inside dl_sync_shutdown (holding the thread caches' lock, in a runtime call)
+   when another forked: the child, which has no such thread, still shuts down and works,
+   and never reuses an event the parent's thread cache held. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_changed = PTHREAD_COND_INITIALIZER;
+static int destroy_entered, destroy_released;
+
+static int blocking_destroy(void *ctx, void *event) {
+  pthread_mutex_lock(&gate_lock);
+  destroy_entered = 1;
+  pthread_cond_broadcast(&gate_changed);
+  while (!destroy_released) pthread_cond_wait(&gate_changed, &gate_lock);
+  pthread_mutex_unlock(&gate_lock);
+  return destroy(ctx, event);
+}
+
+static void *shut_down(void *arg) {
+  (void)arg;
+  return (void *)(intptr_t)dl_sync_shutdown();
+}
+
+static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void **state) {
+  (void)state;
+  static dl_sync_backend cached; /* served through the thread caches */
+  cached = ring_backend;
+  cached.name = "cached";
+  cached.flags = 0;
+  cached.event_destroy = blocking_destroy;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync__pool *pool = NULL;
+  assert_int_equal(dl_sync__pool_get("test", &cached, device, &pool), DL_SYNC_OK);
+  dl_sync__device_guard guard;
+  dl_sync__device_guard_init(&guard, &cached);
+  void *parents = NULL, *idle = NULL;
+  assert_int_equal(dl_sync__pool_acquire(pool, "test", &guard, &idle), DL_SYNC_OK);
+  dl_sync__pool_release(pool, idle); /* for the shutdown below to block on */
+  assert_int_equal(dl_sync__pool_borrow(pool, "test", &guard, &parents), DL_SYNC_OK);
+  dl_sync__pool_return(pool, parents); /* held by this thread's cache now */
+
+  pthread_t shutting_down;
+  assert_int_equal(pthread_create(&shutting_down, NULL, shut_down, NULL), 0);
+  pthread_mutex_lock(&gate_lock);
+  while (!destroy_entered) pthread_cond_wait(&gate_changed, &gate_lock);
+  pthread_mutex_unlock(&gate_lock);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    alarm(20); /* a deadlock ends the child by signal, and the test fails */
+    destroy_released = 1; /* the child's own events are destroyed without blocking */
+    dl_sync__pool *fresh = NULL;
+    void *event = NULL;
+    dl_sync__device_guard child_guard;
+    dl_sync__device_guard_init(&child_guard, &cached);
+    int clean = dl_sync__pool_get("test", &cached, device, &fresh) == DL_SYNC_OK &&
+                dl_sync__pool_borrow(fresh, "test", &child_guard, &event) == DL_SYNC_OK &&
+                event != parents && event != idle;
+    if (clean) dl_sync__pool_return(fresh, event);
+    clean = clean && dl_sync_shutdown() == DL_SYNC_OK && destroyed[as_number(event)] == 1 &&
+            destroyed[as_number(parents)] == 0;
+    _exit(clean ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  pthread_mutex_lock(&gate_lock);
+  destroy_released = 1;
+  pthread_cond_broadcast(&gate_changed);
+  pthread_mutex_unlock(&gate_lock);
+  void *result = NULL;
+  assert_int_equal(pthread_join(shutting_down, &result), 0);
+  assert_int_equal((int)(intptr_t)result, DL_SYNC_OK);
+  if (!WIFEXITED(status)) fail_msg("the child did not exit (signal %d): a deadlock", WTERMSIG(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
       cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
       cmocka_unit_test(test_a_forked_child_starts_without_pools),
+      cmocka_unit_test(test_a_forked_child_is_free_of_the_parents_threads_and_caches),
   };
   return cmocka_run_group_tests_name("event_pool", tests, NULL, NULL);
 }
