@@ -25,8 +25,11 @@ static dl_sync_stream view(DLDevice d, void *h) { return dl_sync_stream_view(d, 
 static dl_sync_stream_arg none(void) { return dl_sync_stream_arg_none(); }
 static dl_sync_stream_arg num(int64_t v) { return dl_sync_stream_arg_int(v); }
 
-/* Tensors: a CPU one, a corrupt one (dlsync's deleter, foreign manager_ctx), a foreign one. */
+/* Tensors: a CPU one, a corrupt one (dlsync's deleter, foreign manager_ctx), a foreign one,
+   and events dlsync cannot use: of a later owner-record ABI, of the ROCm runtime on a
+   CUDA tensor (their records are put back by teardown). */
 static DLManagedTensorVersioned cpu_tensor, corrupt_tensor, foreign_tensor, cuda_tensor;
+static DLManagedTensorVersioned future_abi_tensor, rocm_event_tensor;
 static DLManagedTensor legacy_corrupt;
 static int garbage[8];
 static void *corrupt_owner, *legacy_corrupt_owner; /* restored by teardown */
@@ -47,6 +50,15 @@ static void prepare_tensors(void) {
   dl_sync_legacy_tensor_record(&legacy_corrupt, view(cuda0, NULL));
   legacy_corrupt_owner = legacy_corrupt.manager_ctx;
   legacy_corrupt.manager_ctx = garbage;
+  future_abi_tensor = (DLManagedTensorVersioned){.version = {1, 3}};
+  future_abi_tensor.dl_tensor.device = cuda0;
+  dl_sync_tensor_record(&future_abi_tensor, view(cuda0, NULL));
+  ((dl_sync_tensor_event_owner *)future_abi_tensor.manager_ctx)->abi_major += 1;
+  rocm_event_tensor = (DLManagedTensorVersioned){.version = {1, 3}};
+  rocm_event_tensor.dl_tensor.device = cuda0;
+  dl_sync_tensor_record(&rocm_event_tensor, view(cuda0, NULL));
+  ((dl_sync_tensor_event_owner *)rocm_event_tensor.manager_ctx)->runtime_family =
+      DL_SYNC_RUNTIME_FAMILY_ROCM;
 }
 
 static int capturing_producer(void) {
@@ -159,10 +171,13 @@ typedef struct row {
   X("dl_sync_tensor_wait", "tensor is NULL", dl_sync_tensor_wait(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
   X("dl_sync_tensor_wait", "corrupt tensor", dl_sync_tensor_wait(&corrupt_tensor, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
   X("dl_sync_tensor_wait", "another producer's tensor", dl_sync_tensor_wait(&foreign_tensor, view(cuda0, NULL)), DL_SYNC_OK, "carries no dlsync event") \
+  X("dl_sync_tensor_wait", "event of a later owner-record ABI", dl_sync_tensor_wait(&future_abi_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "expected tensor-event ABI major 1") \
+  X("dl_sync_tensor_wait", "ROCm event, CUDA consumer stream", dl_sync_tensor_wait(&rocm_event_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "the consumer stream on cuda:0 cannot wait on it") \
   X("dl_sync_tensor_synchronize", "tensor is NULL", dl_sync_tensor_synchronize(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
   X("dl_sync_tensor_synchronize", "corrupt tensor", dl_sync_tensor_synchronize(&corrupt_tensor), DL_SYNC_EINVAL, "the tensor is corrupt") \
   X("dl_sync_tensor_has_event", "tensor is NULL", dl_sync_tensor_has_event(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
   X("dl_sync_tensor_has_event", "corrupt tensor", dl_sync_tensor_has_event(&corrupt_tensor), DL_SYNC_EINVAL, "the tensor is corrupt") \
+  X("dl_sync_tensor_has_event", "event of a later owner-record ABI", dl_sync_tensor_has_event(&future_abi_tensor), DL_SYNC_ENOTSUP, "expected tensor-event ABI major 1") \
   X("dl_sync_legacy_tensor_record", "tensor is NULL", dl_sync_legacy_tensor_record(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
   X("dl_sync_legacy_tensor_wait", "corrupt tensor", dl_sync_legacy_tensor_wait(&legacy_corrupt, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
   X("dl_sync_legacy_tensor_synchronize", "tensor is NULL", dl_sync_legacy_tensor_synchronize(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \
@@ -217,6 +232,12 @@ static int teardown(void **state) {
   corrupt_tensor.deleter(&corrupt_tensor);
   legacy_corrupt.manager_ctx = legacy_corrupt_owner;
   legacy_corrupt.deleter(&legacy_corrupt);
+  ((dl_sync_tensor_event_owner *)future_abi_tensor.manager_ctx)->abi_major =
+      DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
+  future_abi_tensor.deleter(&future_abi_tensor);
+  ((dl_sync_tensor_event_owner *)rocm_event_tensor.manager_ctx)->runtime_family =
+      DL_SYNC_RUNTIME_FAMILY_CUDA;
+  rocm_event_tensor.deleter(&rocm_event_tensor);
   dl_sync_sim_reset();
   dl_sync_shutdown();
   return 0;
