@@ -449,19 +449,38 @@ int dl_sync_shutdown(void) {
   return status;
 }
 
+/* The caches of a child after fork(): their events are the parent's. The list is
+   consistent, and is freed, unless a thread of the parent held its lock at fork time;
+   then only this thread's own cache is freed (the others' memory is the parent's copy)
+   and the lock, held by a thread the child does not have, is made anew. */
+static void forget_caches_in_child(void) {
+  thread_cache *own = this_thread;
+  if (pthread_mutex_trylock(&caches_lock) == 0) {
+    for (thread_cache *cache = caches, *next; cache != NULL; cache = next) {
+      next = cache->next;
+      free(cache);
+    }
+    own = NULL; /* it was in the list */
+    pthread_mutex_unlock(&caches_lock);
+  } else {
+    pthread_mutex_init(&caches_lock, NULL);
+  }
+  free(own);
+  caches = NULL;
+  this_thread = NULL;
+  if (cache_key_made) pthread_setspecific(cache_key, NULL); /* no flush at this thread's exit */
+}
+
 /* In a child after fork() the parent's events mean nothing (a runtime does not carry
    over), and a lock may have been held by a thread that the child does not have: the
-   child forgets every pool and every thread cache without touching them (their memory is
-   the parent's copy). The handler runs on the child's only thread, the one that forked. */
+   child forgets every pool without touching it (its memory is the parent's copy) and the
+   thread caches. The handler runs on the child's only thread, the one that forked. */
 static void forget_pools_in_child(void) {
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) atomic_store(&pool_sets[i].pools[d], NULL);
     atomic_store(&pool_sets[i].backend, NULL);
   }
-  pthread_mutex_init(&caches_lock, NULL);
-  caches = NULL;
-  this_thread = NULL;
-  if (cache_key_made) pthread_setspecific(cache_key, NULL); /* no flush at this thread's exit */
+  forget_caches_in_child();
 }
 
 static void register_fork_handler(void) {
