@@ -66,14 +66,9 @@ static int add_stream(const char *func, dl_sync_group *group, dl_sync_stream pro
     return other_family(func, group, "the producer stream", producer.device);
   if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
   producer = dl_sync_stream_view(producer.device, producer.handle);
-  /* As in dl_sync_push_dep: one handle on one device id is one stream. */
-  if (producer.handle == group->consumer.handle &&
-      producer.device.device_id == group->consumer.device.device_id)
-    return DL_SYNC_OK;
+  if (dl_sync__same_stream(producer, group->consumer)) return DL_SYNC_OK;
   for (uint32_t i = 0; i < group->stream_count; i++)
-    if (group->streams[i].handle == producer.handle &&
-        group->streams[i].device.device_id == producer.device.device_id)
-      return DL_SYNC_OK;
+    if (dl_sync__same_stream(producer, group->streams[i])) return DL_SYNC_OK;
   if (group->stream_count == DL_SYNC_GROUP_MAX) return full(func, "producer streams");
   group->streams[group->stream_count++] = producer;
   return DL_SYNC_OK;

@@ -28,6 +28,9 @@ const char *dl_sync__device_type_name(int32_t device_type);
 int dl_sync__check_device(const char *func, const char *what, DLDevice device);
 /* The handle as dl_sync_stream_view canonicalizes it. */
 void *dl_sync__canonical_handle(DLDevice device, void *handle);
+/* Two canonical views of one family name one stream: one handle on one device id (the
+   default streams of two devices are two streams). */
+int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b);
 /* Default streams resolve against the current device: using them needs it set. */
 int dl_sync__is_default_stream(void *canonical_handle);
 
@@ -89,6 +92,14 @@ typedef struct dl_sync__dep {
   dl_sync_capture_info dst_capture;
 } dl_sync__dep;
 
+/* stream's capture state, its device made current by guard when it is a default stream;
+   ECAPTURE for an invalidated capture (dl_sync__capture_usable). */
+int dl_sync__capture_query(const char *func, const dl_sync_backend *b,
+                           dl_sync__device_guard *guard, dl_sync_stream stream,
+                           dl_sync_capture_info *info);
+/* ECAPTURE naming stream when info is an invalidated capture, else OK. */
+int dl_sync__capture_usable(const char *func, dl_sync_stream stream,
+                            const dl_sync_capture_info *info);
 /* src's capture state; ECAPTURE for an invalidated capture. */
 int dl_sync__dep_query(dl_sync__dep *d, dl_sync_stream stream, dl_sync_capture_info *info);
 /* dst's capture state, queried on first use only. */

@@ -15,19 +15,29 @@ static int use_stream_device(dep *d, dl_sync_stream stream) {
   return dl_sync__device_guard_use_stream(&d->guard, d->func, stream);
 }
 
-int dl_sync__dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
-  int status = use_stream_device(d, stream);
-  if (status != DL_SYNC_OK) return status;
-  const dl_sync_backend *b = d->backend;
-  *info = (dl_sync_capture_info){0};
-  int code = b->capture_info(b->ctx, stream.handle, info);
-  if (code != 0) return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+int dl_sync__capture_usable(const char *func, dl_sync_stream stream,
+                            const dl_sync_capture_info *info) {
   if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+  return dl_sync__error(DL_SYNC_ECAPTURE, func,
                         "stream %p on %s:%d belongs to an invalidated graph capture: end that "
                         "capture and start again",
                         stream.handle, dl_sync__device_type_name(stream.device.device_type),
                         (int)stream.device.device_id);
+}
+
+int dl_sync__capture_query(const char *func, const dl_sync_backend *b,
+                           dl_sync__device_guard *guard, dl_sync_stream stream,
+                           dl_sync_capture_info *info) {
+  int status = dl_sync__device_guard_use_stream(guard, func, stream);
+  if (status != DL_SYNC_OK) return status;
+  *info = (dl_sync_capture_info){0};
+  int code = b->capture_info(b->ctx, stream.handle, info);
+  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  return dl_sync__capture_usable(func, stream, info);
+}
+
+int dl_sync__dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
+  return dl_sync__capture_query(d->func, d->backend, &d->guard, stream, info);
 }
 
 int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
@@ -188,8 +198,7 @@ static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, in
   dep d = {.func = func, .none_arg = none_arg};
   d.src = dl_sync_stream_view(src.device, src.handle);
   d.dst = dl_sync_stream_view(dst.device, dst.handle);
-  if (d.src.handle == d.dst.handle && src.device.device_id == dst.device.device_id)
-    return DL_SYNC_OK; /* one stream is already ordered with itself */
+  if (dl_sync__same_stream(d.src, d.dst)) return DL_SYNC_OK; /* ordered with itself */
 
   status = dl_sync__backend_for(func, src.device, &d.backend);
   if (status != DL_SYNC_OK) return status;

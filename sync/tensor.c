@@ -164,20 +164,6 @@ static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_s
       dl_sync__device_type_name(stream.device.device_type), (int)stream.device.device_id);
 }
 
-/* *info: stream's capture state; ECAPTURE when its capture was invalidated. */
-static int capture_state(const char *func, const dl_sync_backend *b, dl_sync__device_guard *guard,
-                         dl_sync_stream stream, dl_sync_capture_info *info) {
-  int status = dl_sync__device_guard_use_stream(guard, func, stream);
-  if (status != DL_SYNC_OK) return status;
-  *info = (dl_sync_capture_info){0};
-  int code = b->capture_info(b->ctx, stream.handle, info);
-  if (code != 0)
-    return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
-  if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, func, "stream %p belongs to an invalidated graph capture",
-                        stream.handle);
-}
-
 /* Records event on producer; the caller has checked the capture state. */
 static int record_event(const tensor_view *v, const dl_sync_backend *b,
                         dl_sync__device_guard *guard, void *event, dl_sync_stream producer) {
@@ -230,7 +216,7 @@ static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *re
         v->tensor, (int)record->device.device_id, family_name(record->runtime_family),
         dl_sync__device_type_name(producer.device.device_type), (int)producer.device.device_id);
   dl_sync_capture_info info;
-  int status = capture_state(v->func, b, guard, producer, &info);
+  int status = dl_sync__capture_query(v->func, b, guard, producer, &info);
   if (status != DL_SYNC_OK || info.status == DL_SYNC_CAPTURE_NONE) return status;
   return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
                         "the producer's stream %p is capturing a graph: a per-tensor event "
@@ -337,11 +323,9 @@ int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref
   dl_sync_capture_info info;
   if (consumer_capture != NULL) {
     info = *consumer_capture;
-    if (info.status == DL_SYNC_CAPTURE_INVALIDATED)
-      status = dl_sync__error(DL_SYNC_ECAPTURE, func,
-                              "stream %p belongs to an invalidated graph capture", consumer.handle);
+    status = dl_sync__capture_usable(func, consumer, &info);
   } else {
-    status = capture_state(func, b, &guard, consumer, &info);
+    status = dl_sync__capture_query(func, b, &guard, consumer, &info);
   }
   if (status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE)
     status = wait_external(func, record, b, &guard, consumer);
