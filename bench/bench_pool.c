@@ -84,7 +84,7 @@ static void bench_pool(int cached) {
       atomic_store(&pool_go, 0);
       for (int t = 0; t < threads; t++) {
         runs[t].cached = cached;
-        dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, &runs[t].pool);
+        dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, NULL, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);

@@ -73,6 +73,23 @@ void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_back
   *guard = (dl_sync__device_guard){.backend = backend};
 }
 
+int dl_sync__context_error(const char *func, const dl_sync_backend *backend, int which, int code,
+                           DLDevice device) {
+  const char *call = backend->context_call_names[which];
+  static const char *const roles[] = {"get_context", "set_context", "stream_context"};
+  return dl_sync__runtime_call_error(func, backend, call != NULL ? call : roles[which], code,
+                                     device);
+}
+
+/* With contexts, the caller's own context is what the end restores: asked for before the
+   first switch, never after. */
+static int save_context(dl_sync__device_guard *guard, const char *func, DLDevice device) {
+  const dl_sync_backend *b = guard->backend;
+  if (b->get_context == NULL || guard->switched) return DL_SYNC_OK;
+  int code = b->get_context(b->ctx, &guard->saved_context);
+  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(func, b, 0, code, device);
+}
+
 int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DLDevice device) {
   const dl_sync_backend *b = guard->backend;
   if (!guard->have_saved) {
@@ -82,10 +99,13 @@ int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DL
     guard->current = guard->saved;
   }
   if (guard->current == device.device_id) return DL_SYNC_OK;
+  int status = save_context(guard, func, device);
+  if (status != DL_SYNC_OK) return status;
   int code = b->set_device(b->ctx, device.device_id);
   if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_SET_DEVICE, code, device);
   guard->current = device.device_id;
   guard->switched = 1;
+  guard->context_known = 0;
   return DL_SYNC_OK;
 }
 
@@ -95,13 +115,45 @@ int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, const char *f
   return dl_sync__device_guard_use(guard, func, stream.device);
 }
 
+int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, const char *func,
+                                      DLDevice device, void *context) {
+  const dl_sync_backend *b = guard->backend;
+  if (b->get_context == NULL) return dl_sync__device_guard_use(guard, func, device);
+  if (guard->context_known && guard->current_context == context) return DL_SYNC_OK;
+  int status = save_context(guard, func, device);
+  if (status != DL_SYNC_OK) return status;
+  if (!guard->switched && guard->saved_context == context) {
+    guard->current_context = context;
+    guard->context_known = 1;
+    return DL_SYNC_OK;
+  }
+  int code = b->set_context(b->ctx, context);
+  if (code != 0) return dl_sync__context_error(func, b, 1, code, device);
+  guard->switched = 1;
+  guard->current_context = context;
+  guard->context_known = 1;
+  guard->have_saved = 1; /* the caller's device matters no more: its context is restored */
+  guard->current = device.device_id;
+  return DL_SYNC_OK;
+}
+
 int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
                               int status) {
-  if (!guard->switched || guard->current == guard->saved) return status;
   const dl_sync_backend *b = guard->backend;
-  int code = b->set_device(b->ctx, guard->saved);
+  if (!guard->switched) return status;
+  int code;
+  if (b->set_context != NULL) {
+    if (guard->context_known && guard->current_context == guard->saved_context) return status;
+    code = b->set_context(b->ctx, guard->saved_context);
+    guard->current_context = guard->saved_context;
+    guard->context_known = 1;
+    if (code == 0 || status != DL_SYNC_OK) return status; /* never hide the first error */
+    return dl_sync__context_error(func, b, 1, code, device);
+  }
+  if (guard->current == guard->saved) return status;
+  code = b->set_device(b->ctx, guard->saved);
   guard->current = guard->saved;
-  if (code == 0 || status != DL_SYNC_OK) return status; /* never hide the first error */
+  if (code == 0 || status != DL_SYNC_OK) return status;
   device.device_id = guard->saved;
   return dl_sync__runtime_error(func, b, DL_SYNC_OP_SET_DEVICE, code, device);
 }

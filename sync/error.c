@@ -48,12 +48,17 @@ int dl_sync__error(int status, const char *func, const char *fmt, ...) {
   return status;
 }
 
-int dl_sync__runtime_error(const char *func, const dl_sync_backend *backend, dl_sync_op op,
-                           int code, DLDevice device) {
-  const char *call = backend->call_names[op] != NULL ? backend->call_names[op] : "?";
+int dl_sync__runtime_call_error(const char *func, const dl_sync_backend *backend,
+                                const char *call, int code, DLDevice device) {
   return dl_sync__error(backend->error_status(backend->ctx, code), func,
                         "[%s][%s] %s (%s backend, %s:%d)", call,
                         backend->error_name(backend->ctx, code),
                         backend->error_string(backend->ctx, code), backend->name,
                         dl_sync__device_type_name(device.device_type), (int)device.device_id);
+}
+
+int dl_sync__runtime_error(const char *func, const dl_sync_backend *backend, dl_sync_op op,
+                           int code, DLDevice device) {
+  const char *call = backend->call_names[op] != NULL ? backend->call_names[op] : "?";
+  return dl_sync__runtime_call_error(func, backend, call, code, device);
 }

@@ -1,6 +1,6 @@
 /*
- * The event pool: per backend and device, events created once with timing disabled and
- * reused for ever. Taking or giving back an event locks the pool and moves a pointer: no
+ * The event pool: per backend, device and context (for runtimes with contexts), events
+ * created once with timing disabled and reused for ever. Taking or giving back an event locks the pool and moves a pointer: no
  * allocation and no runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one
  * event query).
  *
@@ -16,6 +16,8 @@
  * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
  * pool alone knows which idle event is the oldest.
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NOLOAD, RTLD_NODELETE */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -47,6 +49,10 @@ struct dl_sync__pool {
   spinlock lock;
   const dl_sync_backend *backend;
   DLDevice device;
+  void *context;              /* NULL for backends without contexts */
+  dl_sync__pool *next;        /* the device's other pools (other contexts); set once */
+  unsigned generation;        /* fork_generation when made: a child's pools are its own */
+  int retired;                /* left behind by dl_sync_shutdown, under lock */
   void **ring; /* idle events, oldest at head */
   size_t head, count, capacity;
   uint64_t created, destroyed, outstanding, acquired;
@@ -54,10 +60,15 @@ struct dl_sync__pool {
 
 typedef struct pool_set {
   _Atomic(const dl_sync_backend *) backend;
-  _Atomic(dl_sync__pool *) pools[DL_SYNC_MAX_DEVICES];
+  _Atomic(dl_sync__pool *) pools[DL_SYNC_MAX_DEVICES]; /* per device, newest context first */
 } pool_set;
 
 static pool_set pool_sets[DL_SYNC__MAX_BACKENDS];
+/* Counts the forks this process's line went through: a pool of another generation is a
+   parent's, copied into a forked child, and the child never touches it (its lock may have
+   been held by a thread the child does not have). */
+static atomic_uint fork_generation;
+static void watch_fork(void);
 
 static pool_set *find_set(const dl_sync_backend *backend, int claim) {
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
@@ -73,11 +84,13 @@ static pool_set *find_set(const dl_sync_backend *backend, int claim) {
   return NULL;
 }
 
-static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device) {
+static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, void *context) {
   dl_sync__pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
   pool->backend = backend;
   pool->device = device;
+  pool->context = context;
+  pool->generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
   return pool;
 }
 
@@ -86,8 +99,13 @@ static void pool_free(dl_sync__pool *pool) {
   free(pool);
 }
 
+static dl_sync__pool *find_pool(dl_sync__pool *pool, void *context) {
+  while (pool != NULL && pool->context != context) pool = pool->next;
+  return pool;
+}
+
 int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice device,
-                      dl_sync__pool **out) {
+                      void *context, dl_sync__pool **out) {
   pool_set *set = find_set(backend, 1);
   if (set == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, func,
@@ -95,23 +113,39 @@ int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice
                           "before replacing backends",
                           DL_SYNC__MAX_BACKENDS);
   _Atomic(dl_sync__pool *) *slot = &set->pools[device.device_id];
-  dl_sync__pool *pool = atomic_load_explicit(slot, memory_order_acquire);
-  if (pool != NULL) {
-    *out = pool;
-    return DL_SYNC_OK;
-  }
-  dl_sync__pool_watch_fork(); /* registered at first use: nothing runs at library load */
-  dl_sync__pool *fresh = pool_new(backend, device);
+  dl_sync__pool *first = atomic_load_explicit(slot, memory_order_acquire);
+  *out = find_pool(first, context);
+  if (*out != NULL) return DL_SYNC_OK;
+  watch_fork(); /* registered at first use: nothing runs at library load */
+  dl_sync__pool *fresh = pool_new(backend, device, context);
   if (fresh == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, func, "cannot allocate the event pool of %s:%d",
                           dl_sync__device_type_name(device.device_type), (int)device.device_id);
-  if (atomic_compare_exchange_strong(slot, &pool, fresh)) {
-    *out = fresh;
-  } else {
-    pool_free(fresh); /* another thread won; pool holds its pool */
-    *out = pool;
+  for (;;) {
+    fresh->next = first;
+    if (atomic_compare_exchange_strong(slot, &first, fresh)) {
+      *out = fresh;
+      return DL_SYNC_OK;
+    }
+    *out = find_pool(first, context); /* first is the new head: another thread's pool? */
+    if (*out != NULL) {
+      pool_free(fresh);
+      return DL_SYNC_OK;
+    }
   }
-  return DL_SYNC_OK;
+}
+
+int dl_sync__pool_for_stream(const char *func, const dl_sync_backend *backend,
+                             dl_sync__device_guard *guard, dl_sync_stream stream,
+                             dl_sync__pool **out) {
+  void *context = NULL;
+  if (backend->stream_context != NULL) {
+    int status = dl_sync__device_guard_use_stream(guard, func, stream);
+    if (status != DL_SYNC_OK) return status;
+    int code = backend->stream_context(backend->ctx, stream.handle, &context);
+    if (code != 0) return dl_sync__context_error(func, backend, 2, code, stream.device);
+  }
+  return dl_sync__pool_get(func, backend, stream.device, context, out);
 }
 
 static void *ring_pop(dl_sync__pool *pool, int oldest) {
@@ -176,7 +210,7 @@ static int reusable(dl_sync__pool *pool, const char *func, void *event, int *ok)
 static int create_event(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
                         void **event) {
   const dl_sync_backend *b = pool->backend;
-  int status = dl_sync__device_guard_use(guard, func, pool->device);
+  int status = dl_sync__device_guard_use_context(guard, func, pool->device, pool->context);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_create(b->ctx, event);
   if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
@@ -212,11 +246,21 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
   return create_event(pool, func, guard, event);
 }
 
+/* After dl_sync_shutdown left the pool behind, its events are never handed out again
+   (a device reset may have destroyed them): the pool goes with its last one. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
+  if (pool->generation != atomic_load_explicit(&fork_generation, memory_order_relaxed))
+    return; /* a forked child's copy of a parent's pool: its event is the parent's */
   lock(&pool->lock);
-  ring_push(pool, event);
   pool->outstanding--;
+  if (!pool->retired) {
+    ring_push(pool, event);
+    unlock(&pool->lock);
+    return;
+  }
+  int last = pool->outstanding == 0;
   unlock(&pool->lock);
+  if (last) pool_free(pool);
 }
 
 /* --- the thread cache ------------------------------------------------------------- */
@@ -237,9 +281,13 @@ typedef struct cache_slot {
   void *events[DL_SYNC__CACHE_EVENTS];
 } cache_slot;
 
-/* Aligned to a cache line so that no two threads' caches share one. */
+/* Aligned to a cache line so that no two threads' caches share one. A cache lives in
+   the thread's own storage: nothing to free, so a thread that outlives the library
+   holding dlsync (dlclose) leaves nothing behind. */
+enum { CACHE_NONE, CACHE_LIVE, CACHE_GONE };
 typedef struct thread_cache {
   _Alignas(64) struct thread_cache *prev, *next; /* all live caches, under caches_lock */
+  unsigned state;                                 /* CACHE_*; GONE once its thread exits */
   unsigned next_victim;
   cache_slot slots[DL_SYNC__CACHE_POOLS];
 } thread_cache;
@@ -249,7 +297,7 @@ static thread_cache *caches;
 static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t cache_key;
 static int cache_key_made;
-static _Thread_local thread_cache *this_thread;
+static _Thread_local thread_cache this_thread;
 
 #define DL_SYNC__RELAXED memory_order_relaxed
 
@@ -269,7 +317,8 @@ static void slot_flush(cache_slot *slot) {
   atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);
 }
 
-/* The pthread key destructor: the thread is exiting. */
+/* The pthread key destructor: the thread is exiting. A dlsync call from a later
+   destructor of the same thread goes to the pools directly. */
 static void cache_destroy(void *object) {
   thread_cache *cache = object;
   pthread_mutex_lock(&caches_lock);
@@ -280,32 +329,35 @@ static void cache_destroy(void *object) {
   if (cache->next != NULL) cache->next->prev = cache->prev;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
   pthread_mutex_unlock(&caches_lock);
-  this_thread = NULL; /* a later destructor's dlsync call makes a new one */
-  free(cache);
+  cache->state = CACHE_GONE;
 }
 
 static void make_cache_key(void) {
   cache_key_made = pthread_key_create(&cache_key, cache_destroy) == 0;
 }
 
+/* The library holding this copy of dlsync is unloaded (or the process exits): threads
+   that live on must not run cache_destroy, whose code goes away with it. Their events
+   are left to the runtime; nothing else runs here. */
+__attribute__((destructor)) static void forget_cache_key(void) {
+  if (cache_key_made) pthread_key_delete(cache_key);
+  cache_key_made = 0;
+}
+
 /* This thread's cache, or NULL when none can be made (the pools then serve directly). */
 static thread_cache *cache_of_this_thread(void) {
-  if (this_thread != NULL) return this_thread;
+  thread_cache *cache = &this_thread;
+  if (cache->state == CACHE_LIVE) return cache;
+  if (cache->state == CACHE_GONE) return NULL;
   pthread_once(&cache_key_once, make_cache_key);
-  if (!cache_key_made) return NULL;
-  thread_cache *cache = aligned_alloc(_Alignof(thread_cache), sizeof *cache);
-  if (cache == NULL) return NULL;
-  memset(cache, 0, sizeof *cache);
-  if (pthread_setspecific(cache_key, cache) != 0) {
-    free(cache);
-    return NULL;
-  }
+  if (!cache_key_made || pthread_setspecific(cache_key, cache) != 0) return NULL;
   pthread_mutex_lock(&caches_lock);
+  cache->prev = NULL;
   cache->next = caches;
   if (caches != NULL) caches->prev = cache;
   caches = cache;
   pthread_mutex_unlock(&caches_lock);
-  this_thread = cache;
+  cache->state = CACHE_LIVE;
   return cache;
 }
 
@@ -375,6 +427,20 @@ static void flush_all_caches(void) {
 
 /* --- statistics and shutdown ------------------------------------------------------- */
 
+/* Adds pool's counters to out; the caller holds caches_lock. */
+static void add_stats(dl_sync__pool *pool, dl_sync_pool_stats *out) {
+  /* Events in thread caches are idle, not outstanding, as if they were in the pool. */
+  uint64_t cached = 0, cached_acquired = 0;
+  cached_for(pool, &cached, &cached_acquired);
+  lock(&pool->lock);
+  out->created += pool->created;
+  out->destroyed += pool->destroyed;
+  out->idle += pool->count + cached;
+  out->outstanding += pool->outstanding - cached;
+  out->acquired += pool->acquired + cached_acquired;
+  unlock(&pool->lock);
+}
+
 int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
                            dl_sync_pool_stats *out) {
   static const char *const func = "dl_sync_pool_stats_get";
@@ -386,41 +452,33 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
                           DL_SYNC_MAX_DEVICES - 1);
   *out = (dl_sync_pool_stats){0};
   pool_set *set = find_set(backend, 0);
-  dl_sync__pool *pool = set != NULL ? atomic_load(&set->pools[device_id]) : NULL;
-  if (pool == NULL) return DL_SYNC_OK;
-  /* Events in thread caches are idle, not outstanding, as if they were in the pool. */
-  uint64_t cached = 0, cached_acquired = 0;
+  if (set == NULL) return DL_SYNC_OK;
   pthread_mutex_lock(&caches_lock);
-  cached_for(pool, &cached, &cached_acquired);
-  lock(&pool->lock);
-  *out = (dl_sync_pool_stats){.created = pool->created,
-                              .destroyed = pool->destroyed,
-                              .idle = pool->count + cached,
-                              .outstanding = pool->outstanding - cached,
-                              .acquired = pool->acquired + cached_acquired};
-  unlock(&pool->lock);
+  for (dl_sync__pool *pool = atomic_load(&set->pools[device_id]); pool != NULL; pool = pool->next)
+    add_stats(pool, out);
   pthread_mutex_unlock(&caches_lock);
   return DL_SYNC_OK;
 }
 
-/* Destroys the idle events of pool; returns the first failure's status. *in_use is set
-   to whether events are still out (owned by graphs), read under the pool's lock: a graph
-   user-object destructor giving back the last one holds that lock until its last touch of
-   the pool, so a pool seen here with none out can no longer be reached and may be freed. */
-static int drain(dl_sync__pool *pool, int status, int *in_use) {
+/* Destroys the idle events of pool; returns the first failure's status. A pool whose
+   events are still out (owned by graphs) is retired, under its lock: those events never
+   come back into use, and the last one frees it (dl_sync__pool_release). Returns whether
+   the pool may be freed now. */
+static int drain(dl_sync__pool *pool, int *status) {
   const dl_sync_backend *b = pool->backend;
   lock(&pool->lock);
   while (pool->count > 0) {
     void *event = ring_pop(pool, 1);
     int code = b->event_destroy(b->ctx, event);
     pool->destroyed++;
-    if (code != 0 && status == DL_SYNC_OK)
-      status = dl_sync__runtime_error("dl_sync_shutdown", b, DL_SYNC_OP_EVENT_DESTROY, code,
-                                      pool->device);
+    if (code != 0 && *status == DL_SYNC_OK)
+      *status = dl_sync__runtime_error("dl_sync_shutdown", b, DL_SYNC_OP_EVENT_DESTROY, code,
+                                       pool->device);
   }
-  *in_use = pool->outstanding != 0;
+  int unused = pool->outstanding == 0;
+  pool->retired = !unused;
   unlock(&pool->lock);
-  return status;
+  return unused;
 }
 
 int dl_sync_shutdown(void) {
@@ -430,52 +488,41 @@ int dl_sync_shutdown(void) {
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
     if (atomic_load(&set->backend) == NULL) continue;
-    int kept = 0;
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) {
-      dl_sync__pool *pool = atomic_load(&set->pools[d]);
-      if (pool == NULL) continue;
-      int in_use = 0;
-      status = drain(pool, status, &in_use);
-      if (in_use) {
-        kept = 1; /* owned by graphs: they give their events back here later */
-        continue;
+      dl_sync__pool *pool = atomic_exchange(&set->pools[d], NULL);
+      while (pool != NULL) {
+        dl_sync__pool *next = pool->next;
+        if (drain(pool, &status)) pool_free(pool);
+        pool = next;
       }
-      atomic_store(&set->pools[d], NULL);
-      pool_free(pool);
     }
-    if (!kept) atomic_store(&set->backend, NULL);
+    atomic_store(&set->backend, NULL);
   }
   pthread_mutex_unlock(&caches_lock);
   return status;
 }
 
-/* The caches of a child after fork(): their events are the parent's. The list is
-   consistent, and is freed, unless a thread of the parent held its lock at fork time;
-   then only this thread's own cache is freed (the others' memory is the parent's copy)
-   and the lock, held by a thread the child does not have, is made anew. */
+/* The caches of a child after fork(): their events are the parent's. The list is made
+   empty; its lock, if a thread of the parent held it at fork time (a thread the child
+   does not have), is made anew. The forking thread's own cache is reset, and its key
+   value cleared so that its exit flushes nothing. */
 static void forget_caches_in_child(void) {
-  thread_cache *own = this_thread;
-  if (pthread_mutex_trylock(&caches_lock) == 0) {
-    for (thread_cache *cache = caches, *next; cache != NULL; cache = next) {
-      next = cache->next;
-      free(cache);
-    }
-    own = NULL; /* it was in the list */
+  if (pthread_mutex_trylock(&caches_lock) == 0)
     pthread_mutex_unlock(&caches_lock);
-  } else {
+  else
     pthread_mutex_init(&caches_lock, NULL);
-  }
-  free(own);
   caches = NULL;
-  this_thread = NULL;
-  if (cache_key_made) pthread_setspecific(cache_key, NULL); /* no flush at this thread's exit */
+  memset(&this_thread, 0, sizeof this_thread);
+  if (cache_key_made) pthread_setspecific(cache_key, NULL);
 }
 
 /* In a child after fork() the parent's events mean nothing (a runtime does not carry
-   over), and a lock may have been held by a thread that the child does not have: the
-   child forgets every pool without touching it (its memory is the parent's copy) and the
-   thread caches. The handler runs on the child's only thread, the one that forked. */
+   over), and a pool's lock may have been held by a thread that the child does not have:
+   the child forgets every pool without touching it (a tensor deleted in the child gives
+   its event to no pool: see dl_sync__pool_release), and the thread caches. The handler
+   runs on the child's only thread, the one that forked. */
 static void forget_pools_in_child(void) {
+  atomic_fetch_add(&fork_generation, 1);
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) atomic_store(&pool_sets[i].pools[d], NULL);
     atomic_store(&pool_sets[i].backend, NULL);
@@ -487,7 +534,24 @@ static void register_fork_handler(void) {
   pthread_atfork(NULL, NULL, forget_pools_in_child);
 }
 
-void dl_sync__pool_watch_fork(void) {
+static void watch_fork(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, register_fork_handler);
+}
+
+/* --- unloading ---------------------------------------------------------------------- */
+
+static const char code_marker; /* an address inside the object that holds this copy */
+
+static void pin(void) {
+  Dl_info info;
+  if (dladdr(&code_marker, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0')
+    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+/* A graph (or a tensor) that calls back into dlsync may outlive a dlclose of the library
+   holding it: from then on that object stays mapped. */
+void dl_sync__pin_code(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pin);
 }

@@ -161,8 +161,8 @@ static int order_stream(dl_sync__dep *d, dl_sync_stream producer) {
                           "it is served by the '%s' backend and the consumer by '%s'",
                           backend != NULL ? backend->name : "no", d->backend->name);
   d->src = producer;
-  int status = dl_sync__pool_get(d->func, d->backend, producer.device, &d->pool);
-  return status != DL_SYNC_OK ? status : dl_sync__dep_order(d);
+  d->pool = NULL; /* the producer's own, found when needed */
+  return dl_sync__dep_order(d);
 }
 
 static int order_all(dl_sync__dep *d, const dl_sync_group *group) {

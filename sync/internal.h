@@ -19,6 +19,9 @@ int dl_sync__error(int status, const char *func, const char *fmt, ...) DL_SYNC__
 /* A failed runtime call: "func: [call][error name] error string (device)". */
 int dl_sync__runtime_error(const char *func, const dl_sync_backend *backend, dl_sync_op op,
                            int code, DLDevice device);
+/* The same for a call named call. */
+int dl_sync__runtime_call_error(const char *func, const dl_sync_backend *backend,
+                                const char *call, int code, DLDevice device);
 
 /* device.c: device families, validation and the current-device guard. */
 enum { DL_SYNC__FAMILY_UNKNOWN = -1, DL_SYNC__FAMILY_NONE, DL_SYNC__FAMILY_CUDA, DL_SYNC__FAMILY_ROCM };
@@ -36,10 +39,16 @@ int dl_sync__is_default_stream(void *canonical_handle);
 
 typedef struct dl_sync__device_guard {
   const dl_sync_backend *backend;
-  int32_t saved;   /* the caller's device, valid once have_saved */
+  int32_t saved;   /* the caller's device (-1: none), valid once have_saved */
   int have_saved;
-  int32_t current; /* the device made current by the guard, valid once switched */
+  int32_t current; /* the device current now, valid once have_saved */
   int switched;
+  /* Backends with contexts: the caller's context, restored exactly at the end, and the
+     context current now when known (after a device switch it is the primary one,
+     which dlsync does not ask for). */
+  void *saved_context;
+  void *current_context;
+  int context_known;
 } dl_sync__device_guard;
 
 void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_backend *backend);
@@ -49,21 +58,34 @@ int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DL
    current when stream.handle is a default stream. */
 int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, const char *func,
                                      dl_sync_stream stream);
-/* Restores the caller's device; status is returned unchanged unless it was OK. */
+/* Makes context (of device) current; without contexts (NULL) the same as _use. */
+int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, const char *func,
+                                      DLDevice device, void *context);
+/* Restores the caller's device (its exact context); status is returned unchanged unless
+   it was OK. */
 int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
                               int status);
+/* A failed context call of backend (0: get_context, 1: set_context, 2: stream_context). */
+int dl_sync__context_error(const char *func, const dl_sync_backend *backend, int which, int code,
+                           DLDevice device);
 
 /* backend.c */
 int dl_sync__backend_for(const char *func, DLDevice device, const dl_sync_backend **out);
 
-/* event_pool.c: one pool per (backend, device); events are created on that device. */
+/* event_pool.c: one pool per (backend, device, context); events are created there. */
 typedef struct dl_sync__pool dl_sync__pool;
 int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice device,
-                      dl_sync__pool **out);
-/* Takes an idle event, or creates one (guard makes the pool's device current). */
+                      void *context, dl_sync__pool **out);
+/* The pool for events recorded on stream: its device's, and with contexts its context's
+   (a default stream's device made current by guard to find it). */
+int dl_sync__pool_for_stream(const char *func, const dl_sync_backend *backend,
+                             dl_sync__device_guard *guard, dl_sync_stream stream,
+                             dl_sync__pool **out);
+/* Takes an idle event, or creates one (guard makes the pool's context current). */
 int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
                           void **event);
-/* Gives an event back. Makes no runtime call, so it is safe from runtime callbacks. */
+/* Gives an event back. Makes no runtime call and takes no lock a forked child could
+   inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 /* dl_sync__pool_acquire and _release through the calling thread's cache of idle events,
    so that threads working on one device do not contend for its pool. Only for an event
@@ -72,6 +94,9 @@ void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
                          void **event);
 void dl_sync__pool_return(dl_sync__pool *pool, void *event);
+/* Keeps the object that holds dlsync's code mapped for good: called before a graph may
+   call back into dlsync after its holder was unloaded. */
+void dl_sync__pin_code(void);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const char *func, const DLPackExchangeAPI *api, DLDevice device,
@@ -82,7 +107,7 @@ typedef struct dl_sync__dep {
   const char *func;
   dl_sync_stream src, dst; /* canonical handles, of one device family */
   const dl_sync_backend *backend;
-  dl_sync__pool *pool; /* src's device */
+  dl_sync__pool *pool; /* src's (device, context), found when first needed */
   dl_sync__device_guard guard;
   int none_arg; /* export(stream=None): may be no sync while src captures */
   /* dst's capture state, queried at most once for all the sources ordered before it:
@@ -129,7 +154,5 @@ int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned 
 int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
                                dl_sync_stream consumer,
                                const dl_sync_capture_info *consumer_capture);
-/* Makes a child process after fork() start with no pools (registered once). */
-void dl_sync__pool_watch_fork(void);
 
 #endif /* DL_SYNC_INTERNAL_H_ */

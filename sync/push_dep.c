@@ -71,10 +71,17 @@ static int wait(dep *d, void *event, int external) {
       d->dst.device);
 }
 
+/* The pool of src's device (and context), found once per dependency. */
+static int src_pool(dep *d) {
+  if (d->pool != NULL) return DL_SYNC_OK;
+  return dl_sync__pool_for_stream(d->func, d->backend, &d->guard, d->src, &d->pool);
+}
+
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 static int record_and_wait(dep *d) {
   void *event = NULL;
-  int status = dl_sync__pool_borrow(d->pool, d->func, &d->guard, &event);
+  int status = src_pool(d);
+  if (status == DL_SYNC_OK) status = dl_sync__pool_borrow(d->pool, d->func, &d->guard, &event);
   if (status != DL_SYNC_OK) return status;
   status = record(d, event);
   if (status == DL_SYNC_OK) status = wait(d, event, 0);
@@ -108,12 +115,14 @@ static int wait_external(dep *d) {
                           d->dst.handle, b->name,
                           b->stream_wait_external == NULL ? "external event-wait nodes"
                                                           : "graph user objects");
+  int status = src_pool(d);
+  if (status != DL_SYNC_OK) return status;
   graph_event *owned = malloc(sizeof *owned);
   if (owned == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, d->func, "cannot allocate a graph-owned event");
   owned->pool = d->pool;
   owned->event = NULL;
-  int status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &owned->event);
+  status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &owned->event);
   if (status == DL_SYNC_OK) status = record(d, owned->event);
   if (status != DL_SYNC_OK) {
     if (owned->event != NULL) dl_sync__pool_release(d->pool, owned->event);
@@ -128,6 +137,7 @@ static int wait_external(dep *d) {
     graph_event_release(owned);
     return status;
   }
+  dl_sync__pin_code(); /* the graph calls graph_event_release, maybe after a dlclose */
   int code = b->graph_retain(b->ctx, d->dst.handle, owned, graph_event_release);
   if (code != 0)
     return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, d->dst.device);
@@ -211,8 +221,6 @@ static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, in
                           dl_sync_get_backend(dst.device.device_type) != NULL
                               ? dl_sync_get_backend(dst.device.device_type)->name
                               : "none");
-  status = dl_sync__pool_get(func, d.backend, src.device, &d.pool);
-  if (status != DL_SYNC_OK) return status;
   dl_sync__device_guard_init(&d.guard, d.backend);
   status = dl_sync__dep_order(&d);
   return dl_sync__device_guard_end(&d.guard, func, src.device, status);

@@ -182,12 +182,14 @@ static tensor_owner *new_owner(const tensor_view *v, const dl_sync_backend *b,
                 ? dl_sync__error(DL_SYNC_ENOMEM, v->func, "cannot allocate a tensor event")
                 : DL_SYNC_OK;
   void *event = NULL;
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_get(v->func, b, producer.device, &owner->pool);
+  if (*status == DL_SYNC_OK)
+    *status = dl_sync__pool_for_stream(v->func, b, guard, producer, &owner->pool);
   if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, v->func, guard, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);
     return NULL;
   }
+  dl_sync__pin_code(); /* the tensor's deleter and its graphs call back into this copy */
   atomic_init(&owner->refs, 1);
   owner->record = (dl_sync_tensor_event_owner){
       .magic = DL_SYNC_TENSOR_EVENT_MAGIC,

@@ -81,7 +81,15 @@ static int cache_find(uintptr_t address, int32_t *verdict) {
   return 0;
 }
 
+/* fork() while another thread holds the lock: the child would inherit it held, by a
+   thread it does not have. The critical section never blocks, so fork waits for it. */
+static void lock_cache(void) { pthread_mutex_lock(&cache_lock); }
+static void unlock_cache(void) { pthread_mutex_unlock(&cache_lock); }
+static void register_fork_handlers(void) { pthread_atfork(lock_cache, unlock_cache, unlock_cache); }
+
 static int32_t cache_insert(uintptr_t address, int32_t verdict) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handlers); /* at first use: nothing runs at load */
   pthread_mutex_lock(&cache_lock);
   for (size_t i = 0; i < CACHE_SLOTS; i++) {
     uintptr_t at = atomic_load_explicit(&cached_address[i], memory_order_relaxed);

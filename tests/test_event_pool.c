@@ -102,7 +102,7 @@ static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, NULL, &pool), DL_SYNC_OK);
   /* 16 live events (the first capacity), all idle, oldest first: 1..16. */
   void *events[17];
   for (int i = 1; i <= 16; i++) events[i] = acquire(pool);
@@ -137,8 +137,9 @@ static void *give_back(void *arg) {
 
 /* A graph's user-object destructor gives an event back on a runtime thread while the
    application shuts dlsync down: whichever comes first, the pool is not freed under the
-   destructor, and the event is destroyed exactly once (a race checker build sees any
-   access to the pool's counters outside its lock). */
+   destructor (and is freed: the sanitizer and valgrind builds see a leak), and the event
+   is destroyed at most once: by the shutdown if it came back first, else never (a race
+   checker build sees any access to the pool's counters outside its lock). */
 static void test_shutdown_racing_a_graph_destructor(void **state) {
   (void)state;
   for (int round = 0; round < 200; round++) {
@@ -146,14 +147,14 @@ static void test_shutdown_racing_a_graph_destructor(void **state) {
     memset(destroyed, 0, sizeof destroyed);
     dl_sync__pool *pool = NULL;
     DLDevice device = {kDLCUDA, 0};
-    assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+    assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, NULL, &pool), DL_SYNC_OK);
     void *job[2] = {pool, acquire(pool)};
     pthread_t destructor;
     assert_int_equal(pthread_create(&destructor, NULL, give_back, job), 0);
     assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
     assert_int_equal(pthread_join(destructor, NULL), 0);
-    assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK); /* the event, if it came back late */
-    assert_int_equal(destroyed[1], 1);
+    assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK); /* nothing left to destroy */
+    assert_true(destroyed[1] <= 1);
   }
 }
 
@@ -162,7 +163,7 @@ static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_get("test", &ring_backend, device, NULL, &pool), DL_SYNC_OK);
   dl_sync__pool_release(pool, acquire(pool));
   dl_sync_pool_stats stats;
   assert_int_equal(dl_sync_pool_stats_get(&ring_backend, 0, &stats), DL_SYNC_OK);
@@ -211,7 +212,7 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   cached.event_destroy = blocking_destroy;
   DLDevice device = {kDLCUDA, 0};
   dl_sync__pool *pool = NULL;
-  assert_int_equal(dl_sync__pool_get("test", &cached, device, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_get("test", &cached, device, NULL, &pool), DL_SYNC_OK);
   dl_sync__device_guard guard;
   dl_sync__device_guard_init(&guard, &cached);
   void *parents = NULL, *idle = NULL;
@@ -234,7 +235,7 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
     void *event = NULL;
     dl_sync__device_guard child_guard;
     dl_sync__device_guard_init(&child_guard, &cached);
-    int clean = dl_sync__pool_get("test", &cached, device, &fresh) == DL_SYNC_OK &&
+    int clean = dl_sync__pool_get("test", &cached, device, NULL, &fresh) == DL_SYNC_OK &&
                 dl_sync__pool_borrow(fresh, "test", &child_guard, &event) == DL_SYNC_OK &&
                 event != parents && event != idle;
     if (clean) dl_sync__pool_return(fresh, event);

@@ -66,9 +66,11 @@ struct dl_sync_backend {
 
   /** Number of devices. A runtime without devices returns its error code. */
   int (*device_count)(void *ctx, int *count);
-  /** The calling thread's current device. */
+  /** The calling thread's current device; -1 when none is (a backend with contexts and
+      no context current on the thread). */
   int (*get_device)(void *ctx, int32_t *device_id);
-  /** Makes device_id current for the calling thread. */
+  /** Makes device_id current for the calling thread (with contexts: its primary
+      context, as the CUDA runtime does). */
   int (*set_device)(void *ctx, int32_t device_id);
   /** Creates an event on the current device, timing disabled. dlsync owns it. */
   int (*event_create)(void *ctx, void **event);
@@ -99,15 +101,28 @@ struct dl_sync_backend {
   /** The dlsync status for code: ENODEV for "no device/driver", ECAPTURE for capture
       errors, ENOMEM for allocation failures, EBACKEND otherwise. */
   int (*error_status)(void *ctx, int code);
+
+  /* Contexts, for runtimes that have them (the CUDA driver); all three NULL otherwise.
+     A context owns its streams and events, and an event records only on a stream of its
+     own context: dlsync keeps one event pool per context, creates a pool's events with
+     its context current, and after switching restores the caller's context exactly. */
+  /** The calling thread's current context, or NULL when none is current. */
+  int (*get_context)(void *ctx, void **context);
+  /** Makes context (from get_context or stream_context; NULL: none) current. */
+  int (*set_context)(void *ctx, void *context);
+  /** The context stream belongs to; for a default stream, the current context. */
+  int (*stream_context)(void *ctx, void *stream, void **context);
+  /** The runtime calls behind get_context, set_context and stream_context, for messages. */
+  const char *context_call_names[3];
 };
 
 /**
  * Installs backend for device_type; NULL restores the default (CUDA types: the CUDA
- * backend; ROCm types: the HIP backend; others: none). Safe
+ * driver backend; ROCm types: the HIP backend; others: none). Safe
  * against concurrent readers. The backend must stay valid until dl_sync_shutdown()
  * has run after its last use. EINVAL for unknown device types, device types without
  * stream conventions (only CUDA and ROCm types take a backend) and a backend missing a
- * required callback.
+ * required callback (the three context callbacks come together or not at all).
  */
 DL_SYNC_API int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend);
 
@@ -116,32 +131,61 @@ DL_SYNC_API int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *
 DL_SYNC_API const dl_sync_backend *dl_sync_get_backend(int32_t device_type);
 
 /**
- * The CUDA runtime backend. Never NULL: its runtime (libcudart.so.13 or .12, the one
- * already loaded in the process first; DL_SYNC_CUDART=<path> overrides) is found at the
- * first call of this function, once. Without one its callbacks answer DL_SYNC_ENODEV
- * naming what was tried. See docs/runtimes.md.
+ * The CUDA backend, the default for CUDA device types: it speaks the CUDA driver API
+ * (libcuda.so.1, which every CUDA framework's streams and events belong to, whatever
+ * runtime it uses, bundled, static or none). Never NULL. The driver is loaded and
+ * initialized (cuInit) at the backend's first runtime call, once; DL_SYNC_LIBCUDA=<path>
+ * overrides the library. Without a driver its callbacks answer DL_SYNC_ENODEV naming
+ * what was tried. See docs/runtimes.md.
  */
 DL_SYNC_API const dl_sync_backend *dl_sync_cuda_backend(void);
 /**
- * The HIP runtime backend. Never NULL: its runtime (libamdhip64.so.7, .6 or .5, the one
- * already loaded first; DL_SYNC_HIP=<path> overrides) is found at the first call of this
- * function, once. stream_wait_external and graph_retain are NULL when the loaded runtime
- * lacks them (external waits: ROCm 6.4.2; user objects: ROCm 5.3).
+ * The CUDA runtime backend (libcudart), an explicit choice for a framework that wants
+ * dlsync on its own runtime: install it with dl_sync_set_backend. It never loads a
+ * runtime: it uses the one dl_sync_bind_runtime gave it, else DL_SYNC_CUDART=<path>, else
+ * the one libcudart.so.13 or .12 the process has loaded (several: DL_SYNC_ENODEV naming
+ * each). Never NULL; found at its first runtime call.
+ */
+DL_SYNC_API const dl_sync_backend *dl_sync_cudart_backend(void);
+/**
+ * The HIP runtime backend, the default for ROCm device types. It never loads a runtime:
+ * a ROCm stream means the process has one. It uses the one dl_sync_bind_runtime gave it,
+ * else DL_SYNC_HIP=<path>, else the one HIP runtime (libamdhip64) the process has loaded;
+ * several loaded are DL_SYNC_ENODEV naming each path. Looked for again at each use until
+ * found. stream_wait_external and graph_retain are NULL when the runtime lacks them
+ * (external waits: ROCm 6.4.2; user objects: ROCm 5.3).
  */
 DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
 
+/**
+ * Binds a runtime backend (dl_sync_cudart_backend() or dl_sync_hip_backend()) to the
+ * runtime the caller uses: lookup(user, name) returns the runtime's entry point called
+ * name (e.g. "cudaEventRecord"), or NULL; with lookup NULL, user is the runtime's dlopen
+ * handle. A statically linked runtime is reachable only this way. Must come before the
+ * backend's first runtime call: EINVAL once it has found a runtime (the message names
+ * it), ENOTSUP for other backends, ENODEV when the bound runtime lacks what dlsync needs
+ * (the message says what).
+ */
+DL_SYNC_API int dl_sync_bind_runtime(const dl_sync_backend *backend,
+                                     void *(*lookup)(void *user, const char *name), void *user);
+
 /** The runtime library a built-in backend uses. */
 typedef struct dl_sync_runtime_info {
-  const char *path;     /**< the library file loaded, e.g. "/usr/lib/libcudart.so.12" */
-  int32_t version;      /**< as the runtime reports it: cudaRuntimeGetVersion (12080 is 12.8),
-                             hipRuntimeGetVersion (major * 10000000 + minor * 100000 + patch) */
+  const char *path;     /**< the library file used, e.g. "/usr/lib/libcuda.so.1", or
+                             "(bound by the caller)" for a runtime bound through a lookup */
+  int32_t version;      /**< as the library reports it: cuDriverGetVersion and
+                             cudaRuntimeGetVersion (12080 is 12.8), hipRuntimeGetVersion
+                             (major * 10000000 + minor * 100000 + patch) */
   int32_t major, minor; /**< decoded from version */
 } dl_sync_runtime_info;
 
 /**
- * Which runtime backend (dl_sync_cuda_backend() or dl_sync_hip_backend()) uses. ENODEV
- * when it found none (the message names what was tried and why it failed), ENOTSUP for
- * any other backend, EINVAL for NULL arguments. path stays valid while dlsync is loaded.
+ * Which library a built-in backend (dl_sync_cuda_backend(): the driver;
+ * dl_sync_cudart_backend(), dl_sync_hip_backend(): a runtime) uses. Loads nothing: a
+ * backend that has not made its first runtime call reports what is loaded in the process
+ * now. ENODEV when there is none to use (the message names what was tried and why),
+ * ENOTSUP for any other backend, EINVAL for NULL arguments. path stays valid while
+ * dlsync is loaded.
  */
 DL_SYNC_API int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info *out);
 

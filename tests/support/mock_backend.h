@@ -17,6 +17,7 @@ extern dl_sync_backend mock_backend;
 #define MOCK_STREAM_C ((void *)0xC000)
 #define MOCK_EVENT_1 ((void *)0xE001)
 #define MOCK_EVENT_2 ((void *)0xE002)
+#define MOCK_EVENT_3 ((void *)0xE003)
 
 void expect_get_device(int32_t current, int code);
 void expect_set_device(int32_t device, int code);
