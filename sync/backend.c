@@ -42,6 +42,11 @@ static const char *missing_callback(const dl_sync_backend *b) {
   };
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
     if (!required[i].present) return required[i].name;
+  int contexts = (b->get_context != NULL) + (b->set_context != NULL) + (b->stream_context != NULL);
+  if (contexts != 0 && contexts != 3)
+    return b->get_context == NULL   ? "get_context (it has set_context or stream_context)"
+           : b->set_context == NULL ? "set_context (it has get_context or stream_context)"
+                                    : "stream_context (it has get_context or set_context)";
   return NULL;
 }
 

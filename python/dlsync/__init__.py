@@ -95,11 +95,12 @@ RuntimeInfo.__doc__ = "The GPU runtime library a backend uses: its file, version
 
 
 def runtime(name):
-    """The runtime library the built-in backend ``name`` ('cuda' or 'hip') found:
-    a ``RuntimeInfo``. dlsync looks for it at the first use (the runtime already loaded in
-    the process first, else libcudart.so.13/.12, libamdhip64.so.7/.6/.5; DL_SYNC_CUDART or
-    DL_SYNC_HIP name a file instead). BufferError, saying what was tried, when none is
-    found."""
+    """The library the built-in backend ``name`` uses, as a ``RuntimeInfo``: 'cuda', the
+    CUDA driver (libcuda.so.1, DL_SYNC_LIBCUDA names another file; it is loaded at the
+    first CUDA call); 'cudart', the CUDA runtime; 'hip', the HIP runtime. A runtime is
+    never loaded by dlsync: it is the one the process has loaded (DL_SYNC_CUDART and
+    DL_SYNC_HIP name a file instead). Loads nothing itself. BufferError, saying what was
+    tried, when there is none (or several runtimes are loaded)."""
     return RuntimeInfo(*_runtime(name))
 
 

@@ -8,7 +8,7 @@ import sys
 import unittest
 
 FAKE = os.environ.get("DL_SYNC_TEST_FAKE_CUDART")
-PROGRAM = "import dlsync; print(tuple(dlsync.runtime('cuda')))"
+PROGRAM = "import dlsync; print(tuple(dlsync.runtime('cudart')))"
 
 
 def run(cudart):

@@ -103,8 +103,9 @@ static int step(const char *title, int status, long *calls_before) {
 /* One line: the GPU runtime each built-in backend found on this machine (the demo itself
    runs on the simulated device). */
 static void print_runtimes(void) {
-  printf("GPU runtimes found:");
-  const dl_sync_backend *backends[] = {dl_sync_cuda_backend(), dl_sync_hip_backend()};
+  printf("GPU libraries in this process:");
+  const dl_sync_backend *backends[] = {dl_sync_cuda_backend(), dl_sync_cudart_backend(),
+                                       dl_sync_hip_backend()};
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
     dl_sync_runtime_info info;
     if (dl_sync_backend_runtime(backends[i], &info) == DL_SYNC_OK)

@@ -1,6 +1,7 @@
 /*
- * The CUDA runtime backend. libcudart is found at the first use of the backend (see
- * loader.h); entry points are chosen by its version (docs/runtimes.md). dlsync passes
+ * The CUDA runtime backend, an explicit choice (the default CUDA backend speaks the
+ * driver API, cuda_driver.c). libcudart is the one bound, named or loaded (see loader.h);
+ * entry points are chosen by its version (docs/runtimes.md). dlsync passes
  * cudaStreamLegacy (1) and cudaStreamPerThread (2) explicitly, which mean the same to
  * every caller whatever its --default-stream setting.
  */
@@ -13,8 +14,15 @@
 
 static const char *const cuda_sonames[] = {"libcudart.so.13", "libcudart.so.12", NULL};
 
-static dl_sync__runtime runtime = {
-    .family = "CUDA", .env = "DL_SYNC_CUDART", .sonames = cuda_sonames};
+static int resolve(dl_sync__runtime *rt);
+
+static dl_sync__runtime runtime = {.family = "CUDA runtime",
+                                   .env = "DL_SYNC_CUDART",
+                                   .sonames = cuda_sonames,
+                                   .file_prefix = "libcudart.so",
+                                   .version_call = "cudaRuntimeGetVersion",
+                                   .resolve = resolve,
+                                   .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct {
 #define DL_SYNC__CUDA_POINTER(ret, name, params) ret(*name) params;
@@ -24,9 +32,8 @@ static struct {
   dl_sync__cuda_capture_info_12 capture_info_12; /* CUDA 12 */
 } api;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-
-static int resolve(void) {
+static int resolve(dl_sync__runtime *rt) {
+  (void)rt;
 #define DL_SYNC__CUDA_RESOLVE(ret, name, params)                                  \
   if (!dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name)) {      \
     return dl_sync__runtime_reject(&runtime, "%s lacks %s", runtime.path, #name); \
@@ -51,10 +58,6 @@ static int resolve(void) {
   return 0;
 }
 
-static void load(void) {
-  if (dl_sync__runtime_open(&runtime) == 0) resolve();
-}
-
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    cudaErrorNotReady is not recorded as an error, so a query's "not ready" leaves it alone. */
 static int consumed(cudaError_t code) {
@@ -63,7 +66,7 @@ static int consumed(cudaError_t code) {
 }
 
 #define DL_SYNC__NEED_RUNTIME() \
-  if (runtime.handle == NULL) return DL_SYNC__NO_RUNTIME
+  if (!dl_sync__runtime_find(&runtime, 0)) return DL_SYNC__NO_RUNTIME
 
 static int cuda_device_count(void *ctx, int *count) {
   (void)ctx;
@@ -157,7 +160,7 @@ static int cuda_capture_info(void *ctx, void *stream, dl_sync_capture_info *out)
    gives the event back to dlsync's pool. */
 static int cuda_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
   (void)ctx;
-  if (runtime.handle == NULL) {
+  if (!dl_sync__runtime_find(&runtime, 0)) {
     release(object);
     return DL_SYNC__NO_RUNTIME;
   }
@@ -185,13 +188,13 @@ static int cuda_graph_retain(void *ctx, void *stream, void *object, void (*relea
 static const char *cuda_error_name(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return "no CUDA runtime";
-  return runtime.handle != NULL ? api.cudaGetErrorName(code) : "?";
+  return dl_sync__runtime_find(&runtime, 0) ? api.cudaGetErrorName(code) : "?";
 }
 
 static const char *cuda_error_string(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return runtime.why;
-  return runtime.handle != NULL ? api.cudaGetErrorString(code) : "?";
+  return dl_sync__runtime_find(&runtime, 0) ? api.cudaGetErrorString(code) : "?";
 }
 
 static int cuda_error_status(void *ctx, int code) {
@@ -214,7 +217,7 @@ static int cuda_error_status(void *ctx, int code) {
 }
 
 static const dl_sync_backend cuda_backend = {
-    .name = "cuda",
+    .name = "cudart",
     .call_names =
         {
             [DL_SYNC_OP_DEVICE_COUNT] = "cudaGetDeviceCount",
@@ -247,13 +250,11 @@ static const dl_sync_backend cuda_backend = {
     .error_status = cuda_error_status,
 };
 
-const dl_sync_backend *dl_sync_cuda_backend(void) {
-  pthread_once(&load_once, load);
+const dl_sync_backend *dl_sync_cudart_backend(void) {
+  dl_sync__runtime_find(&runtime, 0);
   return &cuda_backend;
 }
 
-const dl_sync__runtime *dl_sync__cuda_runtime_of(const dl_sync_backend *backend) {
-  if (backend != &cuda_backend) return NULL;
-  pthread_once(&load_once, load);
-  return &runtime;
+dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend) {
+  return backend == &cuda_backend ? &runtime : NULL;
 }

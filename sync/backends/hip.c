@@ -1,6 +1,7 @@
 /*
- * The HIP runtime backend (AMD platform). libamdhip64 is found at the first use of the
- * backend (see loader.h); what it offers is chosen by its version (docs/runtimes.md):
+ * The HIP runtime backend (AMD platform). libamdhip64 is the one bound, named or loaded
+ * in the process (see loader.h), never loaded by dlsync: a ROCm stream means a framework
+ * loaded it. What it offers is chosen by its version (docs/runtimes.md):
  * - the null stream's capture state: hipStreamGetCaptureInfo fails on it in 5.2 to 5.4,
  *   hipStreamIsCapturing answers there;
  * - graph user objects from 5.3, external event waits from 6.4.2: stream_wait_external
@@ -21,7 +22,15 @@
 static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
                                           "libamdhip64.so.5", NULL};
 
-static dl_sync__runtime runtime = {.family = "HIP", .env = "DL_SYNC_HIP", .sonames = hip_sonames};
+static int resolve(dl_sync__runtime *rt);
+
+static dl_sync__runtime runtime = {.family = "HIP runtime",
+                                   .env = "DL_SYNC_HIP",
+                                   .sonames = hip_sonames,
+                                   .file_prefix = "libamdhip64",
+                                   .version_call = "hipRuntimeGetVersion",
+                                   .resolve = resolve,
+                                   .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct {
 #define DL_SYNC__HIP_POINTER(ret, name, params) ret(*name) params;
@@ -32,8 +41,6 @@ static struct {
   int records_every_status;     /* up to 6: every call's status becomes the last error */
 } api;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-
 /* HIP_VERSION: major * 10000000 + minor * 100000 + patch (hip_version.h). */
 static int version_at_least(int major, int minor) {
   return runtime.version >= major * 10000000 + minor * 100000;
@@ -43,7 +50,8 @@ static dl_sync_backend hip_backend;
 static int hip_stream_wait_external(void *ctx, void *stream, void *event);
 static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *));
 
-static int resolve(void) {
+static int resolve(dl_sync__runtime *rt) {
+  (void)rt;
 #define DL_SYNC__HIP_RESOLVE(ret, name, params)                                   \
   if (!dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name)) {      \
     return dl_sync__runtime_reject(&runtime, "%s lacks %s", runtime.path, #name); \
@@ -69,10 +77,6 @@ static int resolve(void) {
   return 0;
 }
 
-static void load(void) {
-  if (dl_sync__runtime_open(&runtime) == 0) resolve();
-}
-
 /* The thread's last error is the caller's: one dlsync turned into a status is consumed.
    Up to ROCm 6 every call's status is stored (hipErrorNotReady too); ROCm 7 stores
    errors only, as CUDA does. */
@@ -83,7 +87,7 @@ static int consumed(hipError_t code) {
 }
 
 #define DL_SYNC__NEED_RUNTIME() \
-  if (runtime.handle == NULL) return DL_SYNC__NO_RUNTIME
+  if (!dl_sync__runtime_find(&runtime, 0)) return DL_SYNC__NO_RUNTIME
 
 static int hip_device_count(void *ctx, int *count) {
   (void)ctx;
@@ -195,13 +199,13 @@ static int hip_graph_retain(void *ctx, void *stream, void *object, void (*releas
 static const char *hip_error_name(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return "no HIP runtime";
-  return runtime.handle != NULL ? api.hipGetErrorName(code) : "?";
+  return dl_sync__runtime_find(&runtime, 0) ? api.hipGetErrorName(code) : "?";
 }
 
 static const char *hip_error_string(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return runtime.why;
-  return runtime.handle != NULL ? api.hipGetErrorString(code) : "?";
+  return dl_sync__runtime_find(&runtime, 0) ? api.hipGetErrorString(code) : "?";
 }
 
 /* hipErrorInvalidDevice answers both "no device" (older ROCm without one) and a bad
@@ -232,8 +236,8 @@ static int hip_error_status(void *ctx, int code) {
   }
 }
 
-/* stream_wait_external and graph_retain are filled in by load() when the runtime has
-   them, before any caller can see this struct (dl_sync_hip_backend loads first). */
+/* stream_wait_external and graph_retain are filled in by resolve() when the runtime has
+   them, before dl_sync_hip_backend() returns the struct with the runtime found. */
 static dl_sync_backend hip_backend = {
     .name = "hip",
     .call_names =
@@ -267,12 +271,10 @@ static dl_sync_backend hip_backend = {
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {
-  pthread_once(&load_once, load);
+  dl_sync__runtime_find(&runtime, 0);
   return &hip_backend;
 }
 
-const dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend) {
-  if (backend != &hip_backend) return NULL;
-  pthread_once(&load_once, load);
-  return &runtime;
+dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend) {
+  return backend == &hip_backend ? &runtime : NULL;
 }

@@ -1,30 +1,48 @@
 /*
- * Finding a GPU runtime library at run time, once, at the first use of its backend:
- * the one already loaded in the process (newest SONAME first), else the first SONAME that
- * loads; an environment variable naming a path overrides both.
+ * The GPU libraries a backend uses, found at run time. A runtime (libcudart, libamdhip64)
+ * is never loaded by dlsync: it is the one the caller bound (dl_sync_bind_runtime), the
+ * one an environment variable names, or the one the process has loaded; it is looked for
+ * again until found. The CUDA driver (libcuda.so.1, one per process, part of the driver
+ * install) is loaded when needed. See docs/runtimes.md.
  */
 #ifndef DL_SYNC_LOADER_H_
 #define DL_SYNC_LOADER_H_
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "../internal.h"
 
-/* The code a runtime backend's callbacks return when no runtime could be loaded: below
-   every runtime's own codes (those are >= 0). */
+/* The code a backend's callbacks return when it has no library to call: below every
+   runtime's own codes (those are >= 0). */
 enum { DL_SYNC__NO_RUNTIME = -1 };
 
-typedef struct dl_sync__runtime {
-  const char *family;         /* "CUDA", "HIP": for messages */
-  const char *env;            /* the override variable, e.g. "DL_SYNC_CUDART" */
-  const char *const *sonames; /* newest first, NULL-terminated */
-  void *handle;               /* NULL when none was loaded */
-  char path[512];             /* the file loaded */
-  int version;                /* as the runtime reports it */
-  char why[384];              /* when handle is NULL: what was tried and why not */
-} dl_sync__runtime;
+enum { DL_SYNC__RUNTIME_UNFOUND, DL_SYNC__RUNTIME_READY, DL_SYNC__RUNTIME_REJECTED };
 
-/* Opens rt's library; returns 0, or -1 with rt->why set. Not thread-safe: callers run it
-   under pthread_once. */
-int dl_sync__runtime_open(dl_sync__runtime *rt);
+typedef struct dl_sync__runtime dl_sync__runtime;
+struct dl_sync__runtime {
+  const char *family;         /* "CUDA driver", "CUDA runtime", "HIP runtime": for messages */
+  const char *env;            /* the override variable, e.g. "DL_SYNC_CUDART" */
+  const char *const *sonames; /* what the library is called, newest first, NULL-terminated */
+  const char *file_prefix;    /* a loaded object whose file name starts so is one */
+  int loadable;               /* the driver: loaded by SONAME when the process has none */
+  const char *version_call;   /* an entry point every version has, e.g. cuDriverGetVersion */
+  /* Binds the entry points once the library is open; 0, or dl_sync__runtime_reject. */
+  int (*resolve)(dl_sync__runtime *rt);
+
+  pthread_mutex_t lock;
+  atomic_int state;                        /* DL_SYNC__RUNTIME_* */
+  void *handle;                            /* the dlopen handle, unless bound by lookup */
+  void *(*lookup)(void *user, const char *name); /* bound by the caller */
+  void *user;
+  char path[512]; /* the file used */
+  int version;    /* as the library reports it */
+  char why[640];  /* unless READY: what was tried and why it did not do */
+};
+
+/* 1 when rt is ready, looking for it first unless it was found (or rejected) before.
+   may_load: the driver may be loaded now (a runtime never is). */
+int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load);
 /* The address of name in rt's library, or NULL. */
 void *dl_sync__runtime_symbol(const dl_sync__runtime *rt, const char *name);
 /* Stores the address of name into the function pointer at pointer (size bytes); 0 when
@@ -33,9 +51,10 @@ int dl_sync__runtime_bind(const dl_sync__runtime *rt, const char *name, void *po
 /* Gives rt's library up after a failure found once it was open; fmt says why. Returns -1. */
 int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 
-/* The runtime of backend when it is the built-in CUDA (cuda.c) or HIP (hip.c) backend,
-   loaded on first call; NULL for any other backend. */
-const dl_sync__runtime *dl_sync__cuda_runtime_of(const dl_sync_backend *backend);
-const dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend);
+/* The library of backend when it is a built-in one (cuda_driver.c, cuda.c, hip.c), else
+   NULL; and how its version reads as major.minor. */
+dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend);
+dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend);
+dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend);
 
 #endif /* DL_SYNC_LOADER_H_ */

@@ -1,8 +1,9 @@
 /*
- * The device model shared by the fake runtime libraries (fake_cudart.c, fake_amdhip64.c):
- * devices, streams, stream capture, events, graphs and graph user objects, on the host
- * only. Each fake includes it once and maps its runtime's entry points onto it; every
- * behaviour of a runtime is chosen and cited in that runtime's file, not here.
+ * The device model shared by the fake runtime libraries (fake_cudart.c, fake_amdhip64.c)
+ * and the fake CUDA driver (fake_cuda_driver.c): devices, streams, stream capture, events,
+ * graphs and graph user objects, on the host only. Each fake includes it once and maps its
+ * entry points onto it; every behaviour of a runtime is chosen and cited in that runtime's
+ * file, not here. The runtimes leave the driver's fields (context, non_blocking) zero.
  *
  * Test hooks (fake_gpu_*) let the suite read what the runtime was asked to do; they are
  * observations, never behaviour.
@@ -30,11 +31,14 @@ typedef struct fake_capture {
   unsigned long long id;
   int status; /* 1 active, 2 invalidated */
   fake_graph *graph;
+  struct fake_stream *origin; /* the stream it began on */
 } fake_capture;
 
 typedef struct fake_stream {
   int device;
   fake_capture *capture;
+  void *context;    /* the driver context it belongs to; NULL in the runtimes */
+  int non_blocking; /* no implicit synchronization with the legacy stream */
 } fake_stream;
 
 typedef struct fake_event {
@@ -42,6 +46,7 @@ typedef struct fake_event {
   int device;
   fake_stream *last_stream; /* where it was last recorded */
   fake_capture *capture;    /* the capture its last record joined, or NULL */
+  void *context;            /* the driver context it belongs to; NULL in the runtimes */
 } fake_event;
 
 typedef struct fake_user_object {
@@ -81,14 +86,22 @@ static void fake_stream_free(fake_stream *stream) {
   free(stream);
 }
 
-/* A capture in progress on any stream of device (the legacy stream's implicit
-   synchronization makes every blocking stream's capture visible to it). */
-static int fake_any_capture_on(int device) {
+/* A capture in progress on a blocking stream of device and context, or on its per-thread
+   stream (the legacy stream's implicit synchronization makes every blocking stream's
+   capture visible to it). */
+static int fake_blocking_capture_on(int device, const void *context,
+                                    const fake_stream *per_thread) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] != NULL && fake_streams[i]->device == device &&
+        fake_streams[i]->context == context && !fake_streams[i]->non_blocking &&
         fake_streams[i]->capture != NULL)
       return 1;
-  return fake_per_thread[device].capture != NULL;
+  return per_thread->capture != NULL;
+}
+
+/* The runtimes: a capture in progress on any stream of device. */
+static int fake_any_capture_on(int device) {
+  return fake_blocking_capture_on(device, NULL, &fake_per_thread[device]);
 }
 
 static void fake_capture_begin(fake_stream *stream) {
@@ -96,6 +109,7 @@ static void fake_capture_begin(fake_stream *stream) {
   capture->id = fake_next_capture_id++;
   capture->status = 1;
   capture->graph = calloc(1, sizeof *capture->graph);
+  capture->origin = stream;
   stream->capture = capture;
 }
 
@@ -132,7 +146,11 @@ static void fake_graph_destroy(fake_graph *graph) {
   free(graph);
 }
 
-/* Test hooks. */
+/* Test hooks. A fake with counters of its own defines FAKE_GPU_MORE_COUNTERS(name) (the
+   value of the counter called name, or -1) before including this file. */
+#ifndef FAKE_GPU_MORE_COUNTERS
+#define FAKE_GPU_MORE_COUNTERS(name) ((void)(name), -1L)
+#endif
 FAKE_EXPORT long fake_gpu_counter(const char *name);
 FAKE_EXPORT int fake_gpu_graph_external_waits(const void *graph);
 
@@ -144,7 +162,7 @@ long fake_gpu_counter(const char *name) {
   if (strcmp(name, "event_query") == 0) return fake_counters.event_query;
   if (strcmp(name, "timing_events") == 0) return fake_counters.timing_events;
   if (strcmp(name, "user_objects_live") == 0) return fake_counters.user_objects_live;
-  return -1;
+  return FAKE_GPU_MORE_COUNTERS(name);
 }
 
 int fake_gpu_graph_external_waits(const void *graph) {

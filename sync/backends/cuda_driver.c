@@ -1,0 +1,350 @@
+/*
+ * The CUDA backend, on the driver API. Every CUDA framework's streams and events are
+ * driver objects (a cudaStream_t is a CUstream), whether its runtime is shared, bundled,
+ * static or absent, and a process has one driver: this backend works in all of them and
+ * never brings a runtime in. libcuda.so.1 is opened at the first call (see loader.h), its
+ * entry points fetched at one API version (cuda_driver_api.h), cuInit run once.
+ *
+ * Contexts: a stream's events are created and recorded in the stream's own context
+ * (cuStreamGetCtx; a green context's streams report it converted); a default stream
+ * names the current context's. Switching device makes its primary context current, as
+ * the runtime does; dlsync restores the caller's exact context afterwards. The driver
+ * keeps no "last error", so the runtime's is never touched.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_driver_api.h"
+#include "loader.h"
+
+static const char *const driver_sonames[] = {"libcuda.so.1", NULL};
+
+static int resolve(dl_sync__runtime *rt);
+
+static dl_sync__runtime driver = {.family = "CUDA driver",
+                                  .env = "DL_SYNC_LIBCUDA",
+                                  .sonames = driver_sonames,
+                                  .loadable = 1,
+                                  .version_call = "cuDriverGetVersion",
+                                  .resolve = resolve,
+                                  .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct {
+#define DL_SYNC__CU_POINTER(ret, name, params) ret(*name) params;
+  DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_POINTER)
+#undef DL_SYNC__CU_POINTER
+} api;
+
+/* Names for the codes a library that is no working driver answers before cuGetErrorName
+   can be asked (the toolkit's stub libcuda answers every call with 34). */
+static const char *early_code_name(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_STUB_LIBRARY:
+      return "CUDA_ERROR_STUB_LIBRARY: the toolkit's stub libcuda, not a driver";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "CUDA_ERROR_NOT_INITIALIZED";
+    default:
+      return "an error";
+  }
+}
+
+static int resolve(dl_sync__runtime *rt) {
+  dl_sync__cu_get_proc_address get_proc = NULL;
+  if (!dl_sync__runtime_bind(rt, "cuGetProcAddress_v2", &get_proc, sizeof get_proc))
+    return dl_sync__runtime_reject(rt,
+                                   "%s has no cuGetProcAddress_v2: its NVIDIA driver is older "
+                                   "than CUDA 12.0, and dlsync needs a driver of CUDA 12.0 or "
+                                   "newer",
+                                   rt->path);
+#define DL_SYNC__CU_RESOLVE(ret, name, params)                                                    \
+  {                                                                                               \
+    void *address = NULL;                                                                         \
+    int found = 0;                                                                                \
+    CUresult code = get_proc(#name, &address, DL_SYNC__CUDA_DRIVER_API,                           \
+                             CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found);                          \
+    if (code != CUDA_SUCCESS)                                                                     \
+      return dl_sync__runtime_reject(rt, "%s answered cuGetProcAddress(%s) with %d (%s)",         \
+                                     rt->path, #name, code, early_code_name(code));               \
+    if (address == NULL)                                                                          \
+      return dl_sync__runtime_reject(rt, "the driver %s lacks %s at the CUDA 12.0 API", rt->path, \
+                                     #name);                                                      \
+    memcpy(&api.name, &address, sizeof address);                                                  \
+  }
+  DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_RESOLVE)
+#undef DL_SYNC__CU_RESOLVE
+  CUresult code = api.cuDriverGetVersion(&rt->version);
+  if (code != CUDA_SUCCESS)
+    return dl_sync__runtime_reject(rt, "%s answered cuDriverGetVersion with %d (%s)", rt->path,
+                                   code, early_code_name(code));
+  return 0;
+}
+
+/* cuInit once, at the first call that needs the driver; its answer is every later one's
+   while it failed (no device, a driver mismatch). */
+enum { DL_SYNC__CUDA_MAX_DEVICES = DL_SYNC_MAX_DEVICES };
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static CUresult init_code;
+static int device_count;
+static CUdevice devices[DL_SYNC__CUDA_MAX_DEVICES];
+static _Atomic(CUcontext) primary[DL_SYNC__CUDA_MAX_DEVICES];
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void init(void) {
+  init_code = api.cuInit(0);
+  if (init_code == CUDA_SUCCESS) init_code = api.cuDeviceGetCount(&device_count);
+  if (device_count > DL_SYNC__CUDA_MAX_DEVICES) device_count = DL_SYNC__CUDA_MAX_DEVICES;
+  for (int i = 0; i < device_count && init_code == CUDA_SUCCESS; i++)
+    init_code = api.cuDeviceGet(&devices[i], i);
+}
+
+static int need_driver(void) {
+  if (!dl_sync__runtime_find(&driver, 1)) return DL_SYNC__NO_RUNTIME;
+  pthread_once(&init_once, init);
+  return init_code;
+}
+
+#define DL_SYNC__NEED_DRIVER()        \
+  do {                                \
+    int need_ = need_driver();        \
+    if (need_ != 0) return need_;     \
+  } while (0)
+
+static int cu_device_count(void *ctx, int *count) {
+  (void)ctx;
+  *count = 0;
+  DL_SYNC__NEED_DRIVER();
+  *count = device_count;
+  return CUDA_SUCCESS;
+}
+
+/* The ordinal of the current context's device; -1 when no context is current. */
+static int cu_get_device(void *ctx, int32_t *device_id) {
+  (void)ctx;
+  *device_id = -1;
+  DL_SYNC__NEED_DRIVER();
+  CUcontext current = NULL;
+  CUresult code = api.cuCtxGetCurrent(&current);
+  if (code != CUDA_SUCCESS || current == NULL) return code;
+  CUdevice device = 0;
+  code = api.cuCtxGetDevice(&device);
+  for (int i = 0; i < device_count && code == CUDA_SUCCESS; i++)
+    if (devices[i] == device) *device_id = i;
+  return code;
+}
+
+/* Device N's primary context, retained once for the life of the process (the runtime
+   keeps it so too). */
+static CUresult primary_context(int32_t device_id, CUcontext *context) {
+  *context = atomic_load(&primary[device_id]);
+  if (*context != NULL) return CUDA_SUCCESS;
+  pthread_mutex_lock(&primary_lock);
+  CUresult code = CUDA_SUCCESS;
+  *context = atomic_load(&primary[device_id]);
+  if (*context == NULL) {
+    code = api.cuDevicePrimaryCtxRetain(context, devices[device_id]);
+    if (code == CUDA_SUCCESS) atomic_store(&primary[device_id], *context);
+  }
+  pthread_mutex_unlock(&primary_lock);
+  return code;
+}
+
+static int cu_set_device(void *ctx, int32_t device_id) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  if (device_id < 0 || device_id >= device_count) return CUDA_ERROR_INVALID_DEVICE;
+  CUcontext context = NULL;
+  CUresult code = primary_context(device_id, &context);
+  return code != CUDA_SUCCESS ? code : api.cuCtxSetCurrent(context);
+}
+
+static int cu_get_context(void *ctx, void **context) {
+  (void)ctx;
+  *context = NULL;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuCtxGetCurrent((CUcontext *)context);
+}
+
+static int cu_set_context(void *ctx, void *context) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuCtxSetCurrent((CUcontext)context);
+}
+
+static int cu_stream_context(void *ctx, void *stream, void **context) {
+  (void)ctx;
+  *context = NULL;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuStreamGetCtx((CUstream)stream, (CUcontext *)context);
+}
+
+static int cu_event_create(void *ctx, void **event) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuEventCreate((CUevent *)event, CU_EVENT_DISABLE_TIMING);
+}
+
+static int cu_event_destroy(void *ctx, void *event) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuEventDestroy((CUevent)event);
+}
+
+static int cu_event_record(void *ctx, void *event, void *stream) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuEventRecord((CUevent)event, (CUstream)stream);
+}
+
+static int cu_stream_wait(void *ctx, void *stream, void *event) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_DEFAULT);
+}
+
+static int cu_stream_wait_external(void *ctx, void *stream, void *event) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_EXTERNAL);
+}
+
+static int cu_event_synchronize(void *ctx, void *event) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  return api.cuEventSynchronize((CUevent)event);
+}
+
+static int cu_event_query(void *ctx, void *event, int *complete) {
+  (void)ctx;
+  *complete = 0;
+  DL_SYNC__NEED_DRIVER();
+  CUresult code = api.cuEventQuery((CUevent)event);
+  *complete = code == CUDA_SUCCESS;
+  return code == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : code;
+}
+
+static int cu_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
+  (void)ctx;
+  DL_SYNC__NEED_DRIVER();
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  uint64_t id = 0;
+  CUresult code = api.cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL);
+  out->status = (int32_t)status;
+  out->id = id;
+  return code;
+}
+
+/* User-object destructors run on a driver thread and may not call CUDA: release only
+   gives the event back to dlsync's pool. */
+static int cu_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
+  (void)ctx;
+  int code = need_driver();
+  if (code != 0) {
+    release(object);
+    return code;
+  }
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = NULL;
+  code = api.cuStreamGetCaptureInfo((CUstream)stream, &status, NULL, &graph, NULL, NULL);
+  if (code == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    code = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  CUuserObject user_object = NULL;
+  if (code == CUDA_SUCCESS)
+    code = api.cuUserObjectCreate(&user_object, object, release, 1,
+                                  CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+  if (code != CUDA_SUCCESS) {
+    release(object);
+    return code;
+  }
+  code = api.cuGraphRetainUserObject(graph, user_object, 1, CU_GRAPH_USER_OBJECT_MOVE);
+  if (code != CUDA_SUCCESS) api.cuUserObjectRelease(user_object, 1); /* runs release */
+  return code;
+}
+
+static const char *cu_error_name(void *ctx, int code) {
+  (void)ctx;
+  if (code == DL_SYNC__NO_RUNTIME) return "no CUDA driver";
+  const char *name = NULL;
+  if (!dl_sync__runtime_find(&driver, 0) || api.cuGetErrorName(code, &name) != CUDA_SUCCESS ||
+      name == NULL)
+    return "unknown CUDA driver error";
+  return name;
+}
+
+static const char *cu_error_string(void *ctx, int code) {
+  (void)ctx;
+  if (code == DL_SYNC__NO_RUNTIME) return driver.why;
+  const char *text = NULL;
+  if (!dl_sync__runtime_find(&driver, 0) || api.cuGetErrorString(code, &text) != CUDA_SUCCESS ||
+      text == NULL)
+    return "the driver has no description of this code";
+  return text;
+}
+
+static int cu_error_status(void *ctx, int code) {
+  (void)ctx;
+  switch (code) {
+    case DL_SYNC__NO_RUNTIME:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      return DL_SYNC_ENODEV;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return DL_SYNC_ENOMEM;
+    default:
+      return code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+                     code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+                 ? DL_SYNC_ECAPTURE
+                 : DL_SYNC_EBACKEND;
+  }
+}
+
+static const dl_sync_backend cuda_driver_backend = {
+    .name = "cuda",
+    .call_names =
+        {
+            [DL_SYNC_OP_DEVICE_COUNT] = "cuDeviceGetCount",
+            [DL_SYNC_OP_GET_DEVICE] = "cuCtxGetDevice",
+            [DL_SYNC_OP_SET_DEVICE] = "cuCtxSetCurrent(primary context)",
+            [DL_SYNC_OP_EVENT_CREATE] = "cuEventCreate",
+            [DL_SYNC_OP_EVENT_DESTROY] = "cuEventDestroy",
+            [DL_SYNC_OP_EVENT_RECORD] = "cuEventRecord",
+            [DL_SYNC_OP_STREAM_WAIT] = "cuStreamWaitEvent",
+            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL)",
+            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cuEventSynchronize",
+            [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery",
+            [DL_SYNC_OP_CAPTURE_INFO] = "cuStreamGetCaptureInfo",
+            [DL_SYNC_OP_GRAPH_RETAIN] = "cuGraphRetainUserObject",
+        },
+    .device_count = cu_device_count,
+    .get_device = cu_get_device,
+    .set_device = cu_set_device,
+    .event_create = cu_event_create,
+    .event_destroy = cu_event_destroy,
+    .event_record = cu_event_record,
+    .stream_wait = cu_stream_wait,
+    .stream_wait_external = cu_stream_wait_external,
+    .event_synchronize = cu_event_synchronize,
+    .event_query = cu_event_query,
+    .capture_info = cu_capture_info,
+    .graph_retain = cu_graph_retain,
+    .error_name = cu_error_name,
+    .error_string = cu_error_string,
+    .error_status = cu_error_status,
+    .get_context = cu_get_context,
+    .set_context = cu_set_context,
+    .stream_context = cu_stream_context,
+    .context_call_names = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamGetCtx"},
+};
+
+const dl_sync_backend *dl_sync_cuda_backend(void) { return &cuda_driver_backend; }
+
+dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend) {
+  return backend == &cuda_driver_backend ? &driver : NULL;
+}
