@@ -1,4 +1,8 @@
 # cmake -DLIBRARY=libdlsync.so [-DPREFIX=dl_sync_sim_] -P exported_symbols.cmake
+# cmake -DARCHIVE=libdlsync.a [-DPREFIX=dl_sync_sim_] -P exported_symbols.cmake
+# An archive (a static copy) may give default visibility to nothing but the deleters
+# other copies recognize (the core's) or to nothing at all (the simulator's): a copy
+# linked into a library or a -rdynamic executable must not interpose on another.
 # Fails when the library exports a symbol outside its prefix or an internal one. The core
 # library (PREFIX unset: dl_sync_) must not export the simulator's dl_sync_sim_ symbols,
 # and must export the deleters other copies of dlsync recognize by name
@@ -7,6 +11,34 @@ if(NOT DEFINED PREFIX)
   set(PREFIX dl_sync_)
   set(FORBIDDEN "^dl_sync_sim_")
   set(REQUIRED dl_sync_tensor_event_deleter_v1 dl_sync_legacy_tensor_event_deleter_v1)
+endif()
+if(DEFINED ARCHIVE)
+  execute_process(COMMAND readelf -sW ${ARCHIVE} OUTPUT_VARIABLE table RESULT_VARIABLE result)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "readelf failed on ${ARCHIVE}")
+  endif()
+  string(REGEX MATCHALL "[^\n]+" lines "${table}")
+  set(visible)
+  foreach(line ${lines})
+    # Num: Value Size Type Bind Vis Ndx Name
+    if(line MATCHES "^ *[0-9]+: +[0-9a-f]+ +[0-9]+ +[A-Z]+ +(GLOBAL|WEAK) +DEFAULT +([0-9A-Z]+) +([^ ]+)$")
+      if(NOT CMAKE_MATCH_2 STREQUAL "UND")
+        list(APPEND visible ${CMAKE_MATCH_3})
+      endif()
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES visible)
+  list(SORT visible)
+  if(PREFIX STREQUAL "dl_sync_")
+    set(allowed dl_sync_legacy_tensor_event_deleter_v1 dl_sync_tensor_event_deleter_v1)
+  else()
+    set(allowed)
+  endif()
+  if(NOT "${visible}" STREQUAL "${allowed}")
+    message(FATAL_ERROR "${ARCHIVE} gives default visibility to: ${visible} (expected: ${allowed})")
+  endif()
+  message(STATUS "${ARCHIVE}: default visibility only for: ${allowed}")
+  return()
 endif()
 execute_process(COMMAND nm -D --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE result)
 if(NOT result EQUAL 0)

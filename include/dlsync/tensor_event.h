@@ -114,8 +114,8 @@ _Static_assert(sizeof(dl_sync_tensor_event_owner) == 96, "owner record: 96 bytes
  * and calls the producer's deleter (if not NULL) exactly once. They make no runtime
  * call, so they may run on any thread. Their names carry the ABI major.
  */
-DL_SYNC_API void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor);
-DL_SYNC_API void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor);
+DL_SYNC_RECOGNIZED_API void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor);
+DL_SYNC_RECOGNIZED_API void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor);
 
 /**
  * 1 when other copies of dlsync in this process can recognize the tensors this copy

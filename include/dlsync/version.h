@@ -14,7 +14,12 @@
 #define DL_SYNC_VERSION_HEX \
   ((DL_SYNC_VERSION_MAJOR << 16) | (DL_SYNC_VERSION_MINOR << 8) | DL_SYNC_VERSION_PATCH)
 
-/* Everything the library exports carries DL_SYNC_API; everything else is hidden. */
+/* Everything the shared library exports carries DL_SYNC_API; everything else is hidden.
+   A static copy (the static archives, sources compiled into another library) exports
+   nothing: copies in one process stay independent under RTLD_GLOBAL and in -rdynamic
+   executables. The exception is DL_SYNC_RECOGNIZED_API, the versioned tensor-event
+   deleters, which other copies recognize by name (dlsync/tensor_event.h). dlsync's own
+   build defines DL_SYNC__BUILDING, and DL_SYNC_BUILDING_SHARED for the shared library. */
 #if defined(_WIN32)
 #if defined(DL_SYNC_BUILDING_SHARED)
 #define DL_SYNC_API __declspec(dllexport)
@@ -23,10 +28,17 @@
 #else
 #define DL_SYNC_API
 #endif
+#define DL_SYNC_RECOGNIZED_API DL_SYNC_API
 #elif defined(__GNUC__)
+#if defined(DL_SYNC__BUILDING) && !defined(DL_SYNC_BUILDING_SHARED)
+#define DL_SYNC_API __attribute__((visibility("hidden")))
+#else
 #define DL_SYNC_API __attribute__((visibility("default")))
+#endif
+#define DL_SYNC_RECOGNIZED_API __attribute__((visibility("default")))
 #else
 #define DL_SYNC_API
+#define DL_SYNC_RECOGNIZED_API
 #endif
 
 #endif /* DL_SYNC_VERSION_H_ */
