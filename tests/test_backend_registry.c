@@ -27,6 +27,12 @@ static void test_defaults_follow_the_build(void **state) {
   assert_string_equal(dl_sync_cuda_backend()->name, "cuda");
   assert_non_null(dl_sync_hip_backend());
   assert_string_equal(dl_sync_hip_backend()->name, "hip");
+  /* The CUDA default is the driver backend, with contexts; the runtime backend is not a
+     default of any type. */
+  assert_non_null(dl_sync_cuda_backend()->stream_context);
+  assert_string_equal(dl_sync_cudart_backend()->name, "cudart");
+  assert_null(dl_sync_cudart_backend()->stream_context);
+  assert_null(dl_sync_hip_backend()->stream_context);
 }
 
 static void test_install_and_restore(void **state) {
@@ -59,6 +65,57 @@ static void test_backends_missing_a_callback_are_rejected(void **state) {
   assert_int_equal(dl_sync_set_backend(kDLCUDA, &broken), DL_SYNC_EINVAL);
   assert_error_mentions("'(unnamed)' lacks the required callback name");
   assert_ptr_equal(dl_sync_get_backend(kDLCUDA), dl_sync_cuda_backend());
+}
+
+static int no_context(void *ctx, void **context) {
+  (void)ctx;
+  *context = NULL;
+  return 0;
+}
+static int set_no_context(void *ctx, void *context) {
+  (void)ctx;
+  (void)context;
+  return 0;
+}
+static int stream_no_context(void *ctx, void *stream, void **context) {
+  (void)ctx;
+  (void)stream;
+  *context = NULL;
+  return 0;
+}
+
+/* The context callbacks come as a set: pools keyed by a context dlsync cannot make
+   current, or a context saved and never restored, would be wrong silently. */
+static void test_context_callbacks_come_together(void **state) {
+  (void)state;
+  dl_sync_backend partial = counting_backend;
+  partial.get_context = no_context;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
+  assert_error_mentions("lacks the required callback set_context");
+  partial.set_context = set_no_context;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
+  assert_error_mentions("lacks the required callback stream_context");
+  partial = counting_backend;
+  partial.stream_context = stream_no_context;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
+  assert_error_mentions("lacks the required callback get_context");
+  partial.get_context = no_context;
+  partial.set_context = set_no_context;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_OK);
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, NULL), DL_SYNC_OK);
+}
+
+/* dl_sync_bind_runtime takes only the runtime backends, before their first use. */
+static void test_bind_runtime_validates_its_arguments(void **state) {
+  (void)state;
+  assert_int_equal(dl_sync_bind_runtime(NULL, NULL, NULL), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_bind_runtime(dl_sync_cudart_backend(), NULL, NULL), DL_SYNC_EINVAL);
+  assert_error_mentions("must be a dlopen handle");
+  int handle;
+  assert_int_equal(dl_sync_bind_runtime(dl_sync_cuda_backend(), NULL, &handle), DL_SYNC_ENOTSUP);
+  assert_error_mentions("the CUDA driver backend needs none");
+  assert_int_equal(dl_sync_bind_runtime(&counting_backend, NULL, &handle), DL_SYNC_ENOTSUP);
+  assert_error_mentions("backend 'counting' takes no runtime");
 }
 
 enum { READERS = 4, FLIPS = 20000 };
@@ -110,6 +167,8 @@ int main(void) {
       cmocka_unit_test(test_install_and_restore),
       cmocka_unit_test(test_unknown_and_streamless_types_are_rejected),
       cmocka_unit_test(test_backends_missing_a_callback_are_rejected),
+      cmocka_unit_test(test_context_callbacks_come_together),
+      cmocka_unit_test(test_bind_runtime_validates_its_arguments),
       cmocka_unit_test(test_concurrent_readers_see_one_of_the_installed_backends),
       cmocka_unit_test(test_pool_stats_validate_their_arguments),
   };

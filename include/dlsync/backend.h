@@ -206,15 +206,16 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
 
 /**
  * Takes back the idle events every thread keeps in its cache, destroys every idle pooled
- * event (runtime calls happen here, never at exit) and frees the pools that have no
- * outstanding event. A thread that exits gives its cached events back to the pool without
- * any runtime call; only this function destroys them. Events still owned by graphs are
- * released to their pool later and stay valid; their pools are kept until then. dlsync
- * works again after it: the pools are rebuilt on demand. Must not run concurrently with
- * other dlsync calls (graph user-object destructors on the runtime's threads may). Call it
- * before cudaDeviceReset / hipDeviceReset: a reset destroys the pooled events under dlsync.
- * In a child process after fork() dlsync starts with no pools (the parent's events are
- * not the child's); the child's first call rebuilds them.
+ * event (runtime calls happen here, never at exit) and frees the pools. A thread that
+ * exits gives its cached events back to the pool without any runtime call; only this
+ * function destroys them. Events still owned by graphs stay valid; their pools are
+ * retired: such an event, given back when its graph is destroyed, is never handed out
+ * again. dlsync works again after it: the pools are rebuilt on demand. Must not run
+ * concurrently with other dlsync calls (graph user-object destructors on the runtime's
+ * threads may). Call it before cudaDeviceReset / hipDeviceReset, or destroying a context
+ * dlsync used: those destroy the pooled events under dlsync. In a child process after
+ * fork() dlsync starts with no pools and never touches the parent's (its events are not
+ * the child's); the child's first call builds new ones.
  */
 DL_SYNC_API int dl_sync_shutdown(void);
 

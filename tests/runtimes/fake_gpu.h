@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
+#define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has contexts instead */
 
 enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
 
@@ -58,7 +59,7 @@ typedef struct fake_user_object {
 /* Special stream handles resolve against the calling thread's current device. */
 static fake_stream fake_legacy[FAKE_MAX_DEVICES], fake_per_thread[FAKE_MAX_DEVICES];
 static fake_stream *fake_streams[FAKE_MAX_STREAMS];
-static _Thread_local int fake_current_device;
+static _Thread_local int fake_current_device FAKE_RUNTIMES_ONLY;
 static unsigned long long fake_next_capture_id = 1;
 static struct {
   long event_create, event_destroy, event_record, stream_wait, event_query, timing_events;
@@ -100,7 +101,7 @@ static int fake_blocking_capture_on(int device, const void *context,
 }
 
 /* The runtimes: a capture in progress on any stream of device. */
-static int fake_any_capture_on(int device) {
+FAKE_RUNTIMES_ONLY static int fake_any_capture_on(int device) {
   return fake_blocking_capture_on(device, NULL, &fake_per_thread[device]);
 }
 

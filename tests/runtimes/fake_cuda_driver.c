@@ -1,0 +1,1164 @@
+/*
+ * A fake CUDA driver: the entry points dlsync and its tests use, exported under the real
+ * SONAME (libcuda.so.1) and symbol names, modelling the driver API as the CUDA 13 cuda.h
+ * documents it (the comments quote it), on the host only. The ABI cuGetProcAddress hands
+ * out for a name and a CUDA version follows the driver-function typedefs of cudaTypedefs.h
+ * (PFN_<name>_v<version>: the version that introduced each ABI), the header cuda.h names
+ * for them.
+ *
+ * FAKE_CUDA_DRIVER_VERSION is what cuDriverGetVersion reports (11080, 12000, 13000); entry
+ * points introduced after it are neither exported nor found by cuGetProcAddress.
+ * FAKE_CUDA_STUB=1 makes it the toolkit's stub library. The fake has no per-thread
+ * (_ptsz) entry points, and one per-thread default stream per context.
+ *
+ * Test hooks (fake_gpu_*, fake_cuda_*) let the suite read what the driver was asked to do;
+ * they are observations, never behaviour.
+ */
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+static long driver_counter(const char *name);
+#define FAKE_GPU_MORE_COUNTERS(name) driver_counter(name)
+
+#include "fake_gpu.h"
+
+#ifndef FAKE_CUDA_STUB
+#define FAKE_CUDA_STUB 0
+#endif
+
+/* Entry points newer than the driver modelled are kept out of its exports. */
+#if FAKE_CUDA_DRIVER_VERSION >= 12000
+#define SINCE_12000 FAKE_EXPORT
+#else
+#define SINCE_12000 static
+#endif
+#if FAKE_CUDA_DRIVER_VERSION >= 12030
+#define SINCE_12030 FAKE_EXPORT
+#else
+#define SINCE_12030 static
+#endif
+#if FAKE_CUDA_DRIVER_VERSION >= 12050
+#define SINCE_12050 FAKE_EXPORT
+#else
+#define SINCE_12050 static
+#endif
+#if FAKE_CUDA_DRIVER_VERSION >= 13000
+#define SINCE_13000 FAKE_EXPORT
+#else
+#define SINCE_13000 static
+#endif
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct fake_context *CUcontext;
+typedef void *CUstream;
+typedef fake_event *CUevent;
+typedef fake_graph *CUgraph;
+typedef fake_user_object *CUuserObject;
+typedef const void *CUgraphNode;
+typedef void (*CUhostFn)(void *userData);
+
+typedef struct CUctxCreateParams {
+  void *execAffinityParams;
+  int numExecAffinityParams;
+  void *cigParams;
+} CUctxCreateParams;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_STUB_LIBRARY = 34,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+  CUDA_ERROR_NOT_PERMITTED = 800,
+  CUDA_ERROR_NOT_SUPPORTED = 801,
+  CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+  CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+  CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+  CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+  CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  CUDA_ERROR_CAPTURED_EVENT = 907,
+};
+
+enum {
+  CU_STREAM_NON_BLOCKING = 0x1,
+  CU_EVENT_DISABLE_TIMING = 0x2,
+  CU_EVENT_INTERPROCESS = 0x4,
+  CU_EVENT_WAIT_EXTERNAL = 0x1,
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+  CU_CTX_SCHED_MASK = 0x07,
+  CU_USER_OBJECT_NO_DESTRUCTOR_SYNC = 1,
+  CU_GRAPH_USER_OBJECT_MOVE = 1,
+  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1,
+  CU_GET_PROC_ADDRESS_SUCCESS = 0,
+  CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+};
+
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+enum { FAKE_MAX_CONTEXTS = 32, FAKE_CONTEXT_STACK = 32 };
+
+typedef struct fake_context {
+  int device;
+  int primary;
+  unsigned retained; /* a primary context's references (cuDevicePrimaryCtxRetain) */
+  int destroyed;     /* cuCtxDestroy ran on it */
+  fake_stream *legacy, *per_thread;
+  fake_stream own_defaults[2]; /* a created context's default streams */
+} fake_context;
+
+/* A primary context's default streams are fake_gpu.h's per-device ones. */
+static fake_context primaries[FAKE_MAX_DEVICES];
+static fake_context *created[FAKE_MAX_CONTEXTS]; /* kept after cuCtxDestroy: handles stay known */
+static _Thread_local fake_context *stack[FAKE_CONTEXT_STACK];
+static _Thread_local int depth;
+static int devices;
+static int initialized;                /* 1 after a successful cuInit, -1 after a failed one */
+static _Thread_local int in_destructor; /* a user object's destructor is running */
+static fake_event **events;             /* the live events */
+static size_t event_count, event_capacity;
+static fake_stream *last_record, *last_wait;
+static struct {
+  long stream_get_ctx, ctx_set_current, primary_retain, init, per_thread_lookups;
+  long destructor_calls;
+} driver_counters;
+
+/* CUDA_ERROR_STUB_LIBRARY: "Applications that run with the stub rather than a real driver
+   loaded will result in CUDA API returning this error." cuUserObjectCreate: "Destructor
+   callbacks cannot make CUDA API calls": the fake refuses and counts them. */
+#define ENTER_ANY()                                   \
+  do {                                                \
+    if (FAKE_CUDA_STUB) return CUDA_ERROR_STUB_LIBRARY; \
+    if (in_destructor) {                              \
+      driver_counters.destructor_calls++;             \
+      return CUDA_ERROR_NOT_PERMITTED;                \
+    }                                                 \
+  } while (0)
+
+/* cuInit: "If cuInit() has not been called, any function from the driver API will return
+   CUDA_ERROR_NOT_INITIALIZED"; CUDA_ERROR_NOT_INITIALIZED also "indicates ... that
+   initialization has failed". The entry points whose documented results name no
+   CUDA_ERROR_NOT_INITIALIZED (cuInit, cuDriverGetVersion, cuGetProcAddress,
+   cuGetErrorName, cuGetErrorString) work before it: cuGetProcAddress is how a program
+   finds cuInit. */
+#define ENTER()                                                    \
+  do {                                                             \
+    ENTER_ANY();                                                   \
+    if (initialized != 1) return CUDA_ERROR_NOT_INITIALIZED;       \
+  } while (0)
+
+/* ---- contexts ----------------------------------------------------------------------- */
+
+static fake_context *current(void) {
+  return depth > 0 ? stack[depth - 1] : NULL;
+}
+
+static int known_context(const fake_context *context) {
+  if (context == NULL) return 0;
+  for (int d = 0; d < devices; d++)
+    if (context == &primaries[d]) return 1;
+  for (int i = 0; i < FAKE_MAX_CONTEXTS; i++)
+    if (context == created[i]) return 1;
+  return 0;
+}
+
+/* CUDA_ERROR_CONTEXT_IS_DESTROYED: "the context current to the calling thread has been
+   destroyed using cuCtxDestroy, or is a primary context which has not yet been
+   initialized". */
+static int is_gone(const fake_context *context) {
+  return context->destroyed || (context->primary && context->retained == 0);
+}
+
+/* CUDA_ERROR_INVALID_CONTEXT: "This most frequently indicates that there is no context
+   bound to the current thread." */
+static CUresult current_context(fake_context **out) {
+  fake_context *context = current();
+  if (context == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  if (is_gone(context)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = context;
+  return CUDA_SUCCESS;
+}
+
+static int valid_device(CUdevice device) {
+  return device >= 0 && device < devices;
+}
+
+static int event_index(const fake_event *event) {
+  for (size_t i = 0; i < event_count; i++)
+    if (events[i] == event) return (int)i;
+  return -1;
+}
+
+static void event_forget(int index) {
+  free(events[index]);
+  events[index] = events[--event_count];
+}
+
+/* Frees a stream; the test hooks forget it. */
+static void stream_free(fake_stream *stream) {
+  if (last_record == stream) last_record = NULL;
+  if (last_wait == stream) last_wait = NULL;
+  fake_stream_free(stream);
+}
+
+/* cuCtxDestroy: "Destroys and cleans up all resources associated with the context ...
+   These resources include CUDA types ... CUstream, CUevent"; a primary context "is
+   automatically reset once the last reference to it is released" (cuDevicePrimaryCtxRelease).
+   Their handles are no longer valid afterwards. */
+static void context_reset(fake_context *context) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] != NULL && fake_streams[i]->context == context)
+      stream_free(fake_streams[i]);
+  for (size_t i = event_count; i-- > 0;)
+    if (events[i]->context == context) event_forget((int)i);
+  context->legacy->capture = NULL;
+  context->per_thread->capture = NULL;
+}
+
+static int push(fake_context *context) {
+  if (depth == FAKE_CONTEXT_STACK) return 0;
+  stack[depth++] = context;
+  return 1;
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+static int is_special(CUstream handle) {
+  return handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD;
+}
+
+static int known_stream(const void *handle) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] != NULL && fake_streams[i] == handle) return 1;
+  return 0;
+}
+
+/* The special handles, "the NULL stream, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD"
+   (cuStreamGetCtx), name the current context's default streams: CU_STREAM_LEGACY is "the
+   null stream" (cuStreamIsCapturing). cuStreamGetCtx: for them "If no context is current
+   to the calling thread, CUDA_ERROR_INVALID_CONTEXT is returned." Another handle must be
+   a live stream: CUDA_ERROR_INVALID_HANDLE "indicates that a resource handle passed to the
+   API call was not valid. Resource handles are opaque types like CUstream and CUevent." */
+static CUresult resolve(CUstream handle, fake_stream **out) {
+  if (is_special(handle)) {
+    fake_context *context;
+    CUresult error = current_context(&context);
+    if (error != CUDA_SUCCESS) return error;
+    *out = handle == CU_STREAM_PER_THREAD ? context->per_thread : context->legacy;
+    return CUDA_SUCCESS;
+  }
+  if (!known_stream(handle)) return CUDA_ERROR_INVALID_HANDLE;
+  *out = handle;
+  return CUDA_SUCCESS;
+}
+
+static fake_context *context_of(const fake_stream *stream) {
+  return stream->context;
+}
+
+static int is_legacy(const fake_stream *stream) {
+  return stream == context_of(stream)->legacy;
+}
+
+/* cuStreamIsCapturing: "if this is called on CU_STREAM_LEGACY (the "null stream") while a
+   blocking stream in the same context is capturing, it will return
+   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ... The blocking stream capture is not invalidated.
+   When a blocking stream is capturing, the legacy stream is in an unusable state until
+   the blocking stream capture is terminated." The per-thread default stream is blocking. */
+static int legacy_blocked(const fake_stream *stream) {
+  fake_context *context = context_of(stream);
+  return is_legacy(stream) &&
+         fake_blocking_capture_on(context->device, context, context->per_thread);
+}
+
+static int stream_kind(const fake_stream *stream) {
+  if (stream == context_of(stream)->legacy) return 1;
+  if (stream == context_of(stream)->per_thread) return 2;
+  return 0;
+}
+
+/* ---- initialization and versions ---------------------------------------------------- */
+
+FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
+  ENTER_ANY();
+  driver_counters.init++;
+  /* "Currently, the Flags parameter must be 0." */
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (initialized == 1) return CUDA_SUCCESS;
+  /* CUDA_ERROR_NO_DEVICE: "no CUDA-capable devices were detected by the installed CUDA
+     driver"; the driver stays uninitialized. */
+  int count = fake_device_count();
+  if (count <= 0) {
+    initialized = -1;
+    return CUDA_ERROR_NO_DEVICE;
+  }
+  devices = count < FAKE_MAX_DEVICES ? count : FAKE_MAX_DEVICES;
+  for (int d = 0; d < devices; d++) {
+    primaries[d] = (fake_context){.device = d,
+                                  .primary = 1,
+                                  .legacy = &fake_legacy[d],
+                                  .per_thread = &fake_per_thread[d]};
+    fake_legacy[d] = (fake_stream){.device = d, .context = &primaries[d]};
+    fake_per_thread[d] = (fake_stream){.device = d, .context = &primaries[d]};
+  }
+  initialized = 1;
+  return CUDA_SUCCESS;
+}
+
+/* cuDriverGetVersion: "The version is returned as (1000 * major + 10 * minor)" and "This
+   function automatically returns CUDA_ERROR_INVALID_VALUE if driverVersion is NULL." */
+FAKE_EXPORT CUresult cuDriverGetVersion(int *driverVersion) {
+  ENTER_ANY();
+  if (driverVersion == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = FAKE_CUDA_DRIVER_VERSION;
+  return CUDA_SUCCESS;
+}
+
+/* ---- devices and primary contexts --------------------------------------------------- */
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int *count) {
+  ENTER();
+  if (count == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *count = devices;
+  return CUDA_SUCCESS;
+}
+
+/* cuDeviceGet: "Returns in *device a device handle given an ordinal in the range [0,
+   cuDeviceGetCount()-1]"; CUDA_ERROR_INVALID_DEVICE: "the device ordinal supplied by the
+   user does not correspond to a valid CUDA device". */
+FAKE_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  ENTER();
+  if (device == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+/* "The primary context is unique per device": every retain returns the same handle.
+   cuDevicePrimaryCtxRetain: "Unlike cuCtxCreate() the newly retained context is not pushed
+   onto the stack." */
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  ENTER();
+  if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  driver_counters.primary_retain++;
+  primaries[dev].retained++;
+  *pctx = &primaries[dev];
+  return CUDA_SUCCESS;
+}
+
+/* cuDevicePrimaryCtxRelease: "Releasing a primary context that has not been previously
+   retained will fail with CUDA_ERROR_INVALID_CONTEXT"; "The context is automatically reset
+   once the last reference to it is released"; "unlike cuCtxDestroy() this method does not
+   pop the context from stack in any circumstances." */
+static CUresult primary_release(CUdevice dev) {
+  ENTER();
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (primaries[dev].retained == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--primaries[dev].retained == 0) context_reset(&primaries[dev]);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return primary_release(dev);
+}
+
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  return primary_release(dev);
+}
+
+/* ---- contexts ----------------------------------------------------------------------- */
+
+/* cuCtxGetCurrent: "If no context is bound to the calling CPU thread then *pctx is set to
+   NULL and CUDA_SUCCESS is returned." */
+FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
+  ENTER();
+  if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = current();
+  return CUDA_SUCCESS;
+}
+
+/* cuCtxSetCurrent: "If there exists a CUDA context stack on the calling CPU thread, this
+   will replace the top of that stack with ctx. If ctx is NULL then this will be equivalent
+   to popping the top of the calling CPU thread's CUDA context stack (or a no-op if the
+   calling CPU thread's CUDA context stack is empty)." CUDA_ERROR_INVALID_CONTEXT "can also
+   be returned if the context passed to an API call is not a valid handle (such as a
+   context that has had cuCtxDestroy() invoked on it)". */
+FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+  ENTER();
+  driver_counters.ctx_set_current++;
+  if (ctx == NULL) {
+    if (depth > 0) depth--;
+    return CUDA_SUCCESS;
+  }
+  if (!known_context(ctx) || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  if (depth == 0) return push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  stack[depth - 1] = ctx;
+  return CUDA_SUCCESS;
+}
+
+/* cuCtxPushCurrent: "Pushes the given context ctx onto the CPU thread's stack of current
+   contexts." */
+static CUresult push_current(CUcontext ctx) {
+  ENTER();
+  if (ctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!known_context(ctx) || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  return push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+FAKE_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
+  return push_current(ctx);
+}
+
+FAKE_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  return push_current(ctx);
+}
+
+/* cuCtxPopCurrent: "Pops the current CUDA context from the CPU thread and passes back the
+   old context handle in *pctx"; with none current, CUDA_ERROR_INVALID_CONTEXT ("no
+   context bound to the current thread"). */
+static CUresult pop_current(CUcontext *pctx) {
+  ENTER();
+  if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  fake_context *popped = stack[--depth];
+  if (pctx != NULL) *pctx = popped;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx) {
+  return pop_current(pctx);
+}
+
+FAKE_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+  return pop_current(pctx);
+}
+
+/* cuCtxGetDevice: "Returns in *device the handle of the current context's device."; with
+   no context current, CUDA_ERROR_INVALID_CONTEXT. */
+FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+  ENTER();
+  if (device == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_context *context;
+  CUresult error = current_context(&context);
+  if (error != CUDA_SUCCESS) return error;
+  *device = context->device;
+  return CUDA_SUCCESS;
+}
+
+/* cuCtxGetDevice_v2: "If the specified context is NULL, the API will return the current
+   context's device." */
+SINCE_13000 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+  ENTER();
+  if (ctx == NULL) return cuCtxGetDevice(device);
+  if (device == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!known_context(ctx) || is_gone(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+/* cuCtxCreate: "Creates a new CUDA context and associates it with the calling thread ...
+   If a context is already current to the thread, it is supplanted by the newly created
+   context and may be restored by a subsequent call to cuCtxPopCurrent()"; "Only one of
+   the scheduling flags can be set when creating a context." */
+static CUresult create_context(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  ENTER();
+  unsigned schedule = flags & CU_CTX_SCHED_MASK;
+  if (pctx == NULL || (schedule & (schedule - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int slot = 0;
+  while (slot < FAKE_MAX_CONTEXTS && created[slot] != NULL) slot++;
+  if (slot == FAKE_MAX_CONTEXTS || depth == FAKE_CONTEXT_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_context *context = calloc(1, sizeof *context);
+  context->device = dev;
+  context->legacy = &context->own_defaults[0];
+  context->per_thread = &context->own_defaults[1];
+  context->own_defaults[0] = (fake_stream){.device = dev, .context = context};
+  context->own_defaults[1] = (fake_stream){.device = dev, .context = context};
+  created[slot] = context;
+  push(context);
+  *pctx = context;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  return create_context(pctx, flags, dev);
+}
+
+FAKE_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+  return create_context(pctx, flags, dev);
+}
+
+/* Execution affinity "is only supported under Volta+ MPS", which the fake is not. */
+FAKE_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *paramsArray, int numParams,
+                                    unsigned int flags, CUdevice dev) {
+  ENTER();
+  if (paramsArray != NULL && numParams > 0) return CUDA_ERROR_NOT_SUPPORTED;
+  return create_context(pctx, flags, dev);
+}
+
+/* As _v3, and "Context creation in CIG mode will fail with CUDA_ERROR_NOT_SUPPORTED if
+   CIG is not supported by the device or the driver." */
+SINCE_12050 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                    unsigned int flags, CUdevice dev) {
+  ENTER();
+  if (ctxCreateParams != NULL &&
+      ((ctxCreateParams->execAffinityParams != NULL && ctxCreateParams->numExecAffinityParams > 0) ||
+       ctxCreateParams->cigParams != NULL))
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return create_context(pctx, flags, dev);
+}
+
+/* cuCtxDestroy: "If ctx is current to the calling thread then ctx will also be popped from
+   the current thread's context stack (as though cuCtxPopCurrent() were called)." A
+   primary context is not destroyed but released: it stays "active and available to the
+   user until the user releases it with cuDevicePrimaryCtxRelease() or resets it"
+   (cuDevicePrimaryCtxRetain). */
+static CUresult destroy_context(CUcontext ctx) {
+  ENTER();
+  if (!known_context(ctx) || ctx->destroyed || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  context_reset(ctx);
+  ctx->destroyed = 1;
+  if (current() == ctx) depth--;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+  return destroy_context(ctx);
+}
+
+FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  return destroy_context(ctx);
+}
+
+/* ---- streams ------------------------------------------------------------------------ */
+
+/* cuStreamCreate: "Valid values for Flags are: CU_STREAM_DEFAULT ... CU_STREAM_NON_BLOCKING:
+   ... the created stream should perform no implicit synchronization with stream 0". The
+   stream belongs to the current context: cuStreamGetCtx returns "the context that was
+   active in the calling thread when the stream was created". */
+FAKE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+  ENTER();
+  if (phStream == NULL || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  fake_context *context;
+  CUresult error = current_context(&context);
+  if (error != CUDA_SUCCESS) return error;
+  fake_stream *stream = fake_stream_new(context->device);
+  if (stream == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  stream->context = context;
+  stream->non_blocking = (Flags & CU_STREAM_NON_BLOCKING) != 0;
+  *phStream = stream;
+  return CUDA_SUCCESS;
+}
+
+static CUresult destroy_stream(CUstream hStream) {
+  ENTER();
+  if (is_special(hStream) || !known_stream(hStream)) return CUDA_ERROR_INVALID_HANDLE;
+  stream_free(hStream);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamDestroy(CUstream hStream) {
+  return destroy_stream(hStream);
+}
+
+FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+  return destroy_stream(hStream);
+}
+
+/* cuStreamGetCtx: "Returns the CUDA context that the stream is associated with ... The
+   returned context is the context that was active in the calling thread when the stream
+   was created ... Specifying any of the special handles will return the context current
+   to the calling thread. If no context is current to the calling thread,
+   CUDA_ERROR_INVALID_CONTEXT is returned." */
+FAKE_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+  ENTER();
+  driver_counters.stream_get_ctx++;
+  if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  *pctx = context_of(stream);
+  return CUDA_SUCCESS;
+}
+
+/* cuStreamGetCtx_v2: "If the stream is associated with a regular context, the API returns
+   the regular context in pCtx and NULL in pGreenCtx." */
+SINCE_12050 CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, void **pGreenCtx) {
+  ENTER();
+  if (pGreenCtx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  CUresult error = cuStreamGetCtx(hStream, pCtx);
+  if (error == CUDA_SUCCESS) *pGreenCtx = NULL;
+  return error;
+}
+
+/* ---- stream capture ----------------------------------------------------------------- */
+
+/* cuStreamBeginCapture: "Capture may not be initiated if stream is CU_STREAM_LEGACY ...
+   it may only be initiated if the stream is not already in capture mode." */
+static CUresult begin_capture(CUstream hStream, int mode) {
+  ENTER();
+  if (mode < 0 || mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (is_legacy(stream) || stream->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_capture_begin(stream);
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+  return begin_capture(hStream, 0);
+}
+
+FAKE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
+  return begin_capture(hStream, mode);
+}
+
+/* Runs user-object destructors: "Destructor callbacks cannot make CUDA API calls". */
+static void release_object(fake_user_object *object, unsigned count) {
+  in_destructor++;
+  fake_user_object_release(object, count);
+  in_destructor--;
+}
+
+/* Ends the capture begun on origin: every stream and event that joined it leaves it. The
+   graph of an invalidated capture is never handed out, so its user-object references go
+   with it now. */
+static fake_graph *end_capture(fake_stream *origin) {
+  fake_capture *capture = origin->capture;
+  if (capture->status != 1) {
+    for (int i = 0; i < capture->graph->object_count; i++)
+      release_object(capture->graph->objects[i], capture->graph->counts[i]);
+    capture->graph->object_count = 0;
+  }
+  for (int i = 0; i < FAKE_MAX_CONTEXTS; i++)
+    if (created[i] != NULL && created[i]->per_thread != origin &&
+        created[i]->per_thread->capture == capture)
+      created[i]->per_thread->capture = NULL;
+  for (size_t i = 0; i < event_count; i++)
+    if (events[i]->capture == capture) events[i]->capture = NULL;
+  fake_graph *graph = fake_capture_end(origin);
+  origin->capture = NULL;
+  return graph;
+}
+
+/* cuStreamEndCapture: "Capture must have been initiated on hStream via a call to
+   cuStreamBeginCapture. If capture was invalidated, due to a violation of the rules of
+   stream capture, then a NULL graph will be returned." CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+   "the capture was not initiated in this stream"; CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+   "the current capture sequence on the stream has been invalidated due to a previous
+   error". */
+FAKE_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  ENTER();
+  if (phGraph == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (stream->capture == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (stream->capture->origin != stream) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  *phGraph = end_capture(stream);
+  return *phGraph != NULL ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+}
+
+/* cuStreamIsCapturing: "CU_STREAM_CAPTURE_STATUS_NONE: The stream is not capturing.
+   CU_STREAM_CAPTURE_STATUS_ACTIVE: The stream is capturing.
+   CU_STREAM_CAPTURE_STATUS_INVALIDATED: The stream was capturing but an error has
+   invalidated the capture sequence." */
+FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, int *captureStatus) {
+  ENTER();
+  if (captureStatus == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  *captureStatus = stream->capture != NULL ? stream->capture->status : 0;
+  return CUDA_SUCCESS;
+}
+
+static const CUgraphNode no_nodes[1];
+
+/* cuStreamGetCaptureInfo: "captureStatus_out - Location to return the capture status of
+   the stream; required"; "If called on CU_STREAM_LEGACY (the "null stream") while a stream
+   not created with CU_STREAM_NON_BLOCKING is capturing, returns
+   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"; "Valid data (other than capture status) is returned
+   only if both of the following are true: the call returns CUDA_SUCCESS; the returned
+   capture status is CU_STREAM_CAPTURE_STATUS_ACTIVE"; "If edgeData_out is non-NULL then
+   dependencies_out must be as well." The fake's captures keep no dependency set. */
+static CUresult capture_info(CUstream hStream, int *status, uint64_t *id, CUgraph *graph,
+                             const CUgraphNode **dependencies, const void **edges,
+                             size_t *count) {
+  ENTER();
+  if (status == NULL || (edges != NULL && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  fake_capture *capture = stream->capture;
+  *status = capture != NULL ? capture->status : 0;
+  if (capture == NULL || capture->status != 1) return CUDA_SUCCESS;
+  if (id != NULL) *id = capture->id;
+  if (graph != NULL) *graph = capture->graph;
+  if (dependencies != NULL) *dependencies = no_nodes;
+  if (edges != NULL) *edges = NULL;
+  if (count != NULL) *count = 0;
+  return CUDA_SUCCESS;
+}
+
+/* The three ABIs of cudaTypedefs.h: PFN_cuStreamGetCaptureInfo_v10010 (status, id),
+   _v11030 (adds graph, dependencies, count), _v12030 (adds the edge data). */
+FAKE_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, int *captureStatus_out,
+                                            uint64_t *id_out) {
+  return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+FAKE_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, int *captureStatus_out,
+                                               uint64_t *id_out, CUgraph *graph_out,
+                                               const CUgraphNode **dependencies_out,
+                                               size_t *numDependencies_out) {
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                      numDependencies_out);
+}
+
+SINCE_12030 CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, int *captureStatus_out,
+                                               uint64_t *id_out, CUgraph *graph_out,
+                                               const CUgraphNode **dependencies_out,
+                                               const void **edgeData_out,
+                                               size_t *numDependencies_out) {
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                      edgeData_out, numDependencies_out);
+}
+
+/* cuGraphDestroy: "Destroys the graph specified by hGraph, as well as all of its nodes";
+   the references it owns to user objects are released (cuGraphRetainUserObject). */
+FAKE_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+  ENTER();
+  if (hGraph == NULL) return CUDA_ERROR_INVALID_VALUE;
+  in_destructor++;
+  fake_graph_destroy(hGraph);
+  in_destructor--;
+  return CUDA_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------------------- */
+
+/* cuEventCreate: "Creates an event *phEvent for the current context"; "CU_EVENT_INTERPROCESS
+   must be specified along with CU_EVENT_DISABLE_TIMING". CU_EVENT_DISABLE_TIMING events
+   "provide the best performance when used with cuStreamWaitEvent() and cuEventQuery()":
+   the fake counts the others. */
+FAKE_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  ENTER();
+  if (phEvent == NULL || (Flags & ~0x7u) != 0 ||
+      ((Flags & CU_EVENT_INTERPROCESS) != 0 && (Flags & CU_EVENT_DISABLE_TIMING) == 0))
+    return CUDA_ERROR_INVALID_VALUE;
+  fake_context *context;
+  CUresult error = current_context(&context);
+  if (error != CUDA_SUCCESS) return error;
+  if (event_count == event_capacity) {
+    size_t capacity = event_capacity != 0 ? 2 * event_capacity : 64;
+    fake_event **grown = realloc(events, capacity * sizeof *grown);
+    if (grown == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+    events = grown;
+    event_capacity = capacity;
+  }
+  fake_event *event = calloc(1, sizeof *event);
+  if (event == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  event->flags = Flags;
+  event->device = context->device;
+  event->context = context;
+  events[event_count++] = event;
+  fake_counters.event_create++;
+  if ((Flags & CU_EVENT_DISABLE_TIMING) == 0) fake_counters.timing_events++;
+  *phEvent = event;
+  return CUDA_SUCCESS;
+}
+
+/* cuEventDestroy: "An event may be destroyed before it is complete ... the call does not
+   block on completion of the event". A destroyed event's handle is no longer valid. */
+static CUresult destroy_event(CUevent hEvent) {
+  ENTER();
+  int index = event_index(hEvent);
+  if (index < 0) return CUDA_ERROR_INVALID_HANDLE;
+  event_forget(index);
+  fake_counters.event_destroy++;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventDestroy(CUevent hEvent) {
+  return destroy_event(hEvent);
+}
+
+FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
+  return destroy_event(hEvent);
+}
+
+/* cuEventRecord: "hEvent and hStream must be from the same context otherwise
+   CUDA_ERROR_INVALID_HANDLE is returned." In a capturing stream the record is captured
+   into the graph and the event belongs to that capture sequence. */
+FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  ENTER();
+  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (hEvent->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
+  if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  fake_counters.event_record++;
+  last_record = stream;
+  hEvent->last_stream = stream;
+  hEvent->capture = stream->capture;
+  if (stream->capture != NULL) stream->capture->graph->nodes++;
+  return CUDA_SUCCESS;
+}
+
+/* cuStreamWaitEvent: "hEvent may be from a different context or device than hStream";
+   "hEvent - Event to wait on (may not be NULL)"; CU_EVENT_WAIT_EXTERNAL: "Event is
+   captured in the graph as an external event node when performing stream capture. This
+   flag is invalid outside of stream capture."
+   During capture, per the CUDA programming guide (stream capture, "Prohibited and
+   Unhandled Operations"): waiting on an event of the same capture joins it; a wait from a
+   non-capturing stream on a captured event pulls that stream into the capture (the legacy
+   stream "is not supported for stream capture", cuStreamIsCapturing); waiting on an event
+   of another capture is CUDA_ERROR_STREAM_CAPTURE_MERGE ("would have resulted in a merge of
+   two independent capture sequences"), and on a non-captured event without
+   CU_EVENT_WAIT_EXTERNAL CUDA_ERROR_STREAM_CAPTURE_ISOLATION ("a dependency would have been
+   created which crosses the capture sequence boundary"); either invalidates the captures
+   involved. */
+FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  ENTER();
+  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  if ((Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  fake_capture *capture = stream->capture;
+  if (capture == NULL) {
+    if ((Flags & CU_EVENT_WAIT_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (hEvent->capture != NULL && hEvent->capture->status == 1) {
+      if (is_legacy(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+      stream->capture = hEvent->capture;
+    }
+  } else if (hEvent->capture == capture) {
+    capture->graph->nodes++;
+  } else if (hEvent->capture == NULL && (Flags & CU_EVENT_WAIT_EXTERNAL) != 0) {
+    capture->graph->nodes++;
+    capture->graph->external_waits++;
+  } else {
+    fake_capture_invalidate(capture);
+    if (hEvent->capture == NULL) return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    fake_capture_invalidate(hEvent->capture);
+    return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+  }
+  fake_counters.stream_wait++;
+  last_wait = stream;
+  return CUDA_SUCCESS;
+}
+
+/* CUDA_ERROR_CAPTURED_EVENT: "the operation is not permitted on an event which was last
+   recorded in a capturing stream" (cuStreamBeginCapture's modes: "attempting cuEventQuery
+   on an event that was last recorded inside a capture sequence"). The fake device
+   completes work as it is enqueued: "Before the first call to cuEventRecord(), an event
+   represents an empty set of work, so for example cuEventQuery() would return
+   CUDA_SUCCESS", and so does every record. */
+FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
+  ENTER();
+  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  return hEvent->capture != NULL ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
+  ENTER();
+  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  fake_counters.event_query++;
+  return hEvent->capture != NULL ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+}
+
+/* ---- graph user objects ------------------------------------------------------------- */
+
+/* cuUserObjectCreate: "flags - Currently it is required to pass
+   CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, which is the only defined flag"; "destroy - Callback
+   to free the user object when it is no longer in use". */
+FAKE_EXPORT CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy,
+                                        unsigned int initialRefcount, unsigned int flags) {
+  ENTER();
+  if (object_out == NULL || destroy == NULL || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+    return CUDA_ERROR_INVALID_VALUE;
+  *object_out = calloc(1, sizeof **object_out);
+  **object_out = (fake_user_object){.ptr = ptr, .destroy = destroy, .refs = initialRefcount};
+  fake_counters.user_objects_live++;
+  return CUDA_SUCCESS;
+}
+
+/* cuUserObjectRelease: "count - The number of references to release, typically 1. Must be
+   nonzero and not larger than INT_MAX"; "The object's destructor is invoked if the
+   reference count reaches zero". Releasing "references not owned by the caller" is
+   undefined: the fake refuses more than the object has. */
+FAKE_EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count) {
+  ENTER();
+  if (object == NULL || count == 0 || count > INT_MAX || count > object->refs)
+    return CUDA_ERROR_INVALID_VALUE;
+  release_object(object, count);
+  return CUDA_SUCCESS;
+}
+
+/* cuGraphRetainUserObject: "Creates or moves user object references that will be owned by
+   a CUDA graph"; "count ... Must be nonzero and not larger than INT_MAX"; "The optional
+   flag CU_GRAPH_USER_OBJECT_MOVE transfers references from the calling thread, rather than
+   create new references. Pass 0 to create new references." */
+FAKE_EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object,
+                                             unsigned int count, unsigned int flags) {
+  ENTER();
+  if (graph == NULL || object == NULL || count == 0 || count > INT_MAX ||
+      (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_GRAPH_USER_OBJECT_MOVE) != 0 && count > object->refs)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (graph->object_count == FAKE_MAX_OBJECTS) return CUDA_ERROR_OUT_OF_MEMORY;
+  graph->objects[graph->object_count] = object;
+  graph->counts[graph->object_count++] = count;
+  if ((flags & CU_GRAPH_USER_OBJECT_MOVE) == 0) object->refs += count;
+  return CUDA_SUCCESS;
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+/* Names as the CUresult enumerators; descriptions: the first sentence of each one's
+   comment in cuda.h. */
+static const struct {
+  CUresult code;
+  const char *name, *description;
+} errors[] = {
+    {0, "CUDA_SUCCESS", "The API call returned with no errors."},
+    {1, "CUDA_ERROR_INVALID_VALUE",
+     "This indicates that one or more of the parameters passed to the API call is not within "
+     "an acceptable range of values."},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY",
+     "The API call failed because it was unable to allocate enough memory or other resources "
+     "to perform the requested operation."},
+    {3, "CUDA_ERROR_NOT_INITIALIZED",
+     "This indicates that the CUDA driver has not been initialized with cuInit() or that "
+     "initialization has failed."},
+    {4, "CUDA_ERROR_DEINITIALIZED",
+     "This indicates that the CUDA driver is in the process of shutting down."},
+    {34, "CUDA_ERROR_STUB_LIBRARY",
+     "This indicates that the CUDA driver that the application has loaded is a stub library."},
+    {100, "CUDA_ERROR_NO_DEVICE",
+     "This indicates that no CUDA-capable devices were detected by the installed CUDA "
+     "driver."},
+    {101, "CUDA_ERROR_INVALID_DEVICE",
+     "This indicates that the device ordinal supplied by the user does not correspond to a "
+     "valid CUDA device or that the action requested is invalid for the specified device."},
+    {201, "CUDA_ERROR_INVALID_CONTEXT",
+     "This most frequently indicates that there is no context bound to the current thread."},
+    {400, "CUDA_ERROR_INVALID_HANDLE",
+     "This indicates that a resource handle passed to the API call was not valid."},
+    {600, "CUDA_ERROR_NOT_READY",
+     "This indicates that asynchronous operations issued previously have not completed yet."},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+     "This error indicates that the context current to the calling thread has been destroyed "
+     "using cuCtxDestroy, or is a primary context which has not yet been initialized."},
+    {800, "CUDA_ERROR_NOT_PERMITTED",
+     "This error indicates that the attempted operation is not permitted."},
+    {801, "CUDA_ERROR_NOT_SUPPORTED",
+     "This error indicates that the attempted operation is not supported on the current "
+     "system or device."},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "This error indicates that the operation is not permitted when the stream is capturing."},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "This error indicates that the current capture sequence on the stream has been "
+     "invalidated due to a previous error."},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+     "This error indicates that the operation would have resulted in a merge of two "
+     "independent capture sequences."},
+    {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "This error indicates that the capture was not initiated in this stream."},
+    {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "This error indicates that the capture sequence contains a fork that was not joined to "
+     "the primary stream."},
+    {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "This error indicates that a dependency would have been created which crosses the "
+     "capture sequence boundary."},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "This error indicates a disallowed implicit dependency on a current capture sequence "
+     "from cudaStreamLegacy."},
+    {907, "CUDA_ERROR_CAPTURED_EVENT",
+     "This error indicates that the operation is not permitted on an event which was last "
+     "recorded in a capturing stream."},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "A stream capture sequence not initiated with the CU_STREAM_CAPTURE_MODE_RELAXED "
+     "argument to cuStreamBeginCapture was passed to cuStreamEndCapture in a different "
+     "thread."},
+    {999, "CUDA_ERROR_UNKNOWN", "This indicates that an unknown internal error has occurred."},
+};
+
+/* cuGetErrorName / cuGetErrorString: "Sets *pStr to the address of a NULL-terminated
+   string ... If the error code is not recognized, CUDA_ERROR_INVALID_VALUE will be
+   returned and *pStr will be set to the NULL address." */
+static CUresult error_text(CUresult error, const char **pStr, int name) {
+  ENTER_ANY();
+  if (pStr == NULL) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof errors / sizeof *errors; i++) {
+    if (errors[i].code != error) continue;
+    *pStr = name ? errors[i].name : errors[i].description;
+    return CUDA_SUCCESS;
+  }
+  *pStr = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
+  return error_text(error, pStr, 1);
+}
+
+FAKE_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr) {
+  return error_text(error, pStr, 0);
+}
+
+/* ---- entry point access ------------------------------------------------------------- */
+
+SINCE_12000 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                         uint64_t flags, int *symbolStatus);
+FAKE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                      uint64_t flags);
+
+typedef void (*entry_point)(void);
+
+/* Each ABI of a base name with the version that introduced it, newest first (the
+   PFN_<name>_v<version> typedefs of cudaTypedefs.h). */
+static const struct {
+  const char *name;
+  int since;
+  entry_point function;
+} entry_points[] = {
+#define ROW(name, since, function) {name, since, (entry_point)function}
+    ROW("cuInit", 2000, cuInit),
+    ROW("cuDriverGetVersion", 2020, cuDriverGetVersion),
+    ROW("cuDeviceGetCount", 2000, cuDeviceGetCount),
+    ROW("cuDeviceGet", 2000, cuDeviceGet),
+    ROW("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    ROW("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    ROW("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
+    ROW("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+    ROW("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
+    ROW("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
+    ROW("cuCtxGetDevice", 2000, cuCtxGetDevice),
+    ROW("cuCtxCreate", 12050, cuCtxCreate_v4),
+    ROW("cuCtxCreate", 11040, cuCtxCreate_v3),
+    ROW("cuCtxCreate", 3020, cuCtxCreate_v2),
+    ROW("cuCtxCreate", 2000, cuCtxCreate),
+    ROW("cuCtxDestroy", 4000, cuCtxDestroy_v2),
+    ROW("cuCtxDestroy", 2000, cuCtxDestroy),
+    ROW("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
+    ROW("cuCtxPushCurrent", 2000, cuCtxPushCurrent),
+    ROW("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
+    ROW("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
+    ROW("cuStreamCreate", 2000, cuStreamCreate),
+    ROW("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+    ROW("cuStreamDestroy", 2000, cuStreamDestroy),
+    ROW("cuStreamGetCtx", 12050, cuStreamGetCtx_v2),
+    ROW("cuStreamGetCtx", 9020, cuStreamGetCtx),
+    ROW("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    ROW("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
+    ROW("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    ROW("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+    ROW("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
+    ROW("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),
+    ROW("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo),
+    ROW("cuGraphDestroy", 10000, cuGraphDestroy),
+    ROW("cuEventCreate", 2000, cuEventCreate),
+    ROW("cuEventDestroy", 4000, cuEventDestroy_v2),
+    ROW("cuEventDestroy", 2000, cuEventDestroy),
+    ROW("cuEventRecord", 2000, cuEventRecord),
+    ROW("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
+    ROW("cuEventSynchronize", 2000, cuEventSynchronize),
+    ROW("cuEventQuery", 2000, cuEventQuery),
+    ROW("cuUserObjectCreate", 11030, cuUserObjectCreate),
+    ROW("cuUserObjectRelease", 11030, cuUserObjectRelease),
+    ROW("cuGraphRetainUserObject", 11030, cuGraphRetainUserObject),
+    ROW("cuGetErrorName", 6000, cuGetErrorName),
+    ROW("cuGetErrorString", 6000, cuGetErrorString),
+    ROW("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+    ROW("cuGetProcAddress", 11030, cuGetProcAddress),
+#undef ROW
+};
+
+_Static_assert(sizeof(entry_point) == sizeof(void *), "entry points fit in a void *");
+
+/* cuGetProcAddress: "If the specified CUDA version is greater than the driver version, the
+   API will return CUDA_ERROR_INVALID_VALUE"; "if the specified CUDA version is greater
+   than or equal to the CUDA version in which the driver symbol was introduced, this API
+   will return the function pointer to the corresponding versioned function"; "The API
+   will return CUDA_SUCCESS and set the returned pfn to NULL if the requested driver
+   function is not supported on the platform, no ABI compatible driver function exists for
+   the specified cudaVersion or if the driver symbol is invalid", symbolStatus saying
+   CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND or CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT.
+   CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: "If a per-thread version is not found,
+   the API will return the legacy version": the fake has none, and counts such lookups. */
+static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, uint64_t flags,
+                             int *symbolStatus) {
+  ENTER_ANY();
+  if (symbol == NULL || pfn == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (cudaVersion > FAKE_CUDA_DRIVER_VERSION) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0)
+    driver_counters.per_thread_lookups++;
+  int found = 0;
+  *pfn = NULL;
+  for (size_t i = 0; i < sizeof entry_points / sizeof *entry_points; i++) {
+    if (strcmp(entry_points[i].name, symbol) != 0) continue;
+    found = 1;
+    if (entry_points[i].since > cudaVersion) continue;
+    memcpy(pfn, &entry_points[i].function, sizeof *pfn);
+    if (symbolStatus != NULL) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
+  if (symbolStatus != NULL)
+    *symbolStatus =
+        found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_SUCCESS;
+}
+
+/* cudaTypedefs.h: PFN_cuGetProcAddress_v12000 adds symbolStatus to the _v11030 ABI. */
+SINCE_12000 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                         uint64_t flags, int *symbolStatus) {
+  return proc_address(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+FAKE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                      uint64_t flags) {
+  return proc_address(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* ---- test hooks --------------------------------------------------------------------- */
+
+static long driver_counter(const char *name) {
+  if (strcmp(name, "stream_get_ctx") == 0) return driver_counters.stream_get_ctx;
+  if (strcmp(name, "ctx_set_current") == 0) return driver_counters.ctx_set_current;
+  if (strcmp(name, "primary_retain") == 0) return driver_counters.primary_retain;
+  if (strcmp(name, "init") == 0) return driver_counters.init;
+  if (strcmp(name, "proc_address_per_thread") == 0) return driver_counters.per_thread_lookups;
+  if (strcmp(name, "destructor_calls") == 0) return driver_counters.destructor_calls;
+  return -1;
+}
+
+/* Where the last successful cuEventRecord ("record") or cuStreamWaitEvent ("wait") went:
+   the stream's context in *context, and 0 for a created stream, 1 for a context's legacy
+   stream, 2 for its per-thread stream; -1 when there was none. */
+FAKE_EXPORT int fake_cuda_last(const char *op, void **context);
+
+int fake_cuda_last(const char *op, void **context) {
+  fake_stream *stream = strcmp(op, "record") == 0 ? last_record : last_wait;
+  *context = NULL;
+  if (stream == NULL) return -1;
+  *context = stream->context;
+  return stream_kind(stream);
+}
