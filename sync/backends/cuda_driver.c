@@ -106,10 +106,10 @@ static int need_driver(void) {
   return init_code;
 }
 
-#define DL_SYNC__NEED_DRIVER()        \
-  do {                                \
-    int need_ = need_driver();        \
-    if (need_ != 0) return need_;     \
+#define DL_SYNC__NEED_DRIVER()    \
+  do {                            \
+    int need_ = need_driver();    \
+    if (need_ != 0) return need_; \
   } while (0)
 
 static int cu_device_count(void *ctx, int *count) {
@@ -252,8 +252,8 @@ static int cu_graph_retain(void *ctx, void *stream, void *object, void (*release
     code = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   CUuserObject user_object = NULL;
   if (code == CUDA_SUCCESS)
-    code = api.cuUserObjectCreate(&user_object, object, release, 1,
-                                  CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+    code =
+        api.cuUserObjectCreate(&user_object, object, release, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
   if (code != CUDA_SUCCESS) {
     release(object);
     return code;
@@ -343,7 +343,9 @@ static const dl_sync_backend cuda_driver_backend = {
     .context_call_names = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamGetCtx"},
 };
 
-const dl_sync_backend *dl_sync_cuda_backend(void) { return &cuda_driver_backend; }
+const dl_sync_backend *dl_sync_cuda_backend(void) {
+  return &cuda_driver_backend;
+}
 
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend) {
   return backend == &cuda_driver_backend ? &driver : NULL;

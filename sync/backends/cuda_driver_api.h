@@ -60,32 +60,32 @@ enum { DL_SYNC__CUDA_DRIVER_CONSTANTS(DL_SYNC__CUDA_DRIVER_CONSTANT) };
 typedef CUresult (*dl_sync__cu_get_proc_address)(const char *symbol, void **pfn, int cuda_version,
                                                  uint64_t flags, int *symbol_status);
 
-#define DL_SYNC__CUDA_DRIVER_CALLS(X)                                                          \
-  X(CUresult, cuInit, (unsigned int flags))                                                    \
-  X(CUresult, cuDriverGetVersion, (int *version))                                              \
-  X(CUresult, cuDeviceGetCount, (int *count))                                                  \
-  X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                   \
-  X(CUresult, cuDevicePrimaryCtxRetain, (CUcontext * context, CUdevice device))                \
-  X(CUresult, cuCtxGetCurrent, (CUcontext * context))                                          \
-  X(CUresult, cuCtxSetCurrent, (CUcontext context))                                            \
-  X(CUresult, cuCtxGetDevice, (CUdevice * device))                                             \
-  X(CUresult, cuStreamGetCtx, (CUstream stream, CUcontext * context))                          \
-  X(CUresult, cuEventCreate, (CUevent * event, unsigned int flags))                            \
-  X(CUresult, cuEventDestroy, (CUevent event))                                                 \
-  X(CUresult, cuEventRecord, (CUevent event, CUstream stream))                                 \
-  X(CUresult, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))         \
-  X(CUresult, cuEventSynchronize, (CUevent event))                                             \
-  X(CUresult, cuEventQuery, (CUevent event))                                                   \
-  X(CUresult, cuStreamGetCaptureInfo,                                                          \
-    (CUstream stream, int *status, uint64_t *id, CUgraph *graph,                               \
-     const CUgraphNode **dependencies, size_t *count))                                         \
-  X(CUresult, cuUserObjectCreate,                                                              \
-    (CUuserObject * object, void *ptr, CUhostFn destroy, unsigned int initial_refcount,        \
-     unsigned int flags))                                                                      \
-  X(CUresult, cuUserObjectRelease, (CUuserObject object, unsigned int count))                  \
-  X(CUresult, cuGraphRetainUserObject,                                                         \
-    (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags))              \
-  X(CUresult, cuGetErrorName, (CUresult error, const char **name))                             \
+#define DL_SYNC__CUDA_DRIVER_CALLS(X)                                                              \
+  X(CUresult, cuInit, (unsigned int flags))                                                        \
+  X(CUresult, cuDriverGetVersion, (int *version))                                                  \
+  X(CUresult, cuDeviceGetCount, (int *count))                                                      \
+  X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                       \
+  X(CUresult, cuDevicePrimaryCtxRetain, (CUcontext * context, CUdevice device))                    \
+  X(CUresult, cuCtxGetCurrent, (CUcontext * context))                                              \
+  X(CUresult, cuCtxSetCurrent, (CUcontext context))                                                \
+  X(CUresult, cuCtxGetDevice, (CUdevice * device))                                                 \
+  X(CUresult, cuStreamGetCtx, (CUstream stream, CUcontext * context))                              \
+  X(CUresult, cuEventCreate, (CUevent * event, unsigned int flags))                                \
+  X(CUresult, cuEventDestroy, (CUevent event))                                                     \
+  X(CUresult, cuEventRecord, (CUevent event, CUstream stream))                                     \
+  X(CUresult, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))             \
+  X(CUresult, cuEventSynchronize, (CUevent event))                                                 \
+  X(CUresult, cuEventQuery, (CUevent event))                                                       \
+  X(CUresult, cuStreamGetCaptureInfo,                                                              \
+    (CUstream stream, int *status, uint64_t *id, CUgraph *graph, const CUgraphNode **dependencies, \
+     size_t *count))                                                                               \
+  X(CUresult, cuUserObjectCreate,                                                                  \
+    (CUuserObject * object, void *ptr, CUhostFn destroy, unsigned int initial_refcount,            \
+     unsigned int flags))                                                                          \
+  X(CUresult, cuUserObjectRelease, (CUuserObject object, unsigned int count))                      \
+  X(CUresult, cuGraphRetainUserObject,                                                             \
+    (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags))                  \
+  X(CUresult, cuGetErrorName, (CUresult error, const char **name))                                 \
   X(CUresult, cuGetErrorString, (CUresult error, const char **text))
 
 #endif /* DL_SYNC__CUDA_CONSTANTS_ONLY */

@@ -217,7 +217,8 @@ int dl_sync_bind_runtime(const dl_sync_backend *backend,
     rt->handle = lookup == NULL ? user : NULL;
     rt->lookup = lookup;
     rt->user = user;
-    if (lookup == NULL) set_path(rt, user, "(a dlopen handle)");
+    if (lookup == NULL)
+      set_path(rt, user, "(a dlopen handle)");
     else
       snprintf(rt->path, sizeof rt->path, "(bound by the caller)");
     state = rt->resolve(rt) == 0 ? DL_SYNC__RUNTIME_READY : DL_SYNC__RUNTIME_UNFOUND;
@@ -228,8 +229,8 @@ int dl_sync_bind_runtime(const dl_sync_backend *backend,
       if (entry != NULL && dladdr(entry, &info) != 0 && info.dli_fname != NULL)
         snprintf(rt->path, sizeof rt->path, "%s (bound by the caller)", info.dli_fname);
     } else {
-      status = dl_sync__error(DL_SYNC_ENODEV, func, "the bound %s does not do: %s", rt->family,
-                              rt->why);
+      status =
+          dl_sync__error(DL_SYNC_ENODEV, func, "the bound %s does not do: %s", rt->family, rt->why);
     }
     atomic_store_explicit(&rt->state, state, memory_order_release);
   }

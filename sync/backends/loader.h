@@ -31,8 +31,8 @@ struct dl_sync__runtime {
   int (*resolve)(dl_sync__runtime *rt);
 
   pthread_mutex_t lock;
-  atomic_int state;                        /* DL_SYNC__RUNTIME_* */
-  void *handle;                            /* the dlopen handle, unless bound by lookup */
+  atomic_int state;                              /* DL_SYNC__RUNTIME_* */
+  void *handle;                                  /* the dlopen handle, unless bound by lookup */
   void *(*lookup)(void *user, const char *name); /* bound by the caller */
   void *user;
   char path[512]; /* the file used */

@@ -122,7 +122,7 @@ static fake_context *created[FAKE_MAX_CONTEXTS]; /* kept after cuCtxDestroy: han
 static _Thread_local fake_context *stack[FAKE_CONTEXT_STACK];
 static _Thread_local int depth;
 static int devices;
-static int initialized;                /* 1 after a successful cuInit, -1 after a failed one */
+static int initialized;                 /* 1 after a successful cuInit, -1 after a failed one */
 static _Thread_local int in_destructor; /* a user object's destructor is running */
 static fake_event **events;             /* the live events */
 static size_t event_count, event_capacity;
@@ -135,13 +135,13 @@ static struct {
 /* CUDA_ERROR_STUB_LIBRARY: "Applications that run with the stub rather than a real driver
    loaded will result in CUDA API returning this error." cuUserObjectCreate: "Destructor
    callbacks cannot make CUDA API calls": the fake refuses and counts them. */
-#define ENTER_ANY()                                   \
-  do {                                                \
+#define ENTER_ANY()                                     \
+  do {                                                  \
     if (FAKE_CUDA_STUB) return CUDA_ERROR_STUB_LIBRARY; \
-    if (in_destructor) {                              \
-      driver_counters.destructor_calls++;             \
-      return CUDA_ERROR_NOT_PERMITTED;                \
-    }                                                 \
+    if (in_destructor) {                                \
+      driver_counters.destructor_calls++;               \
+      return CUDA_ERROR_NOT_PERMITTED;                  \
+    }                                                   \
   } while (0)
 
 /* cuInit: "If cuInit() has not been called, any function from the driver API will return
@@ -150,10 +150,10 @@ static struct {
    CUDA_ERROR_NOT_INITIALIZED (cuInit, cuDriverGetVersion, cuGetProcAddress,
    cuGetErrorName, cuGetErrorString) work before it: cuGetProcAddress is how a program
    finds cuInit. */
-#define ENTER()                                                    \
-  do {                                                             \
-    ENTER_ANY();                                                   \
-    if (initialized != 1) return CUDA_ERROR_NOT_INITIALIZED;       \
+#define ENTER()                                              \
+  do {                                                       \
+    ENTER_ANY();                                             \
+    if (initialized != 1) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
 
 /* ---- contexts ----------------------------------------------------------------------- */
@@ -303,10 +303,8 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
   }
   devices = count < FAKE_MAX_DEVICES ? count : FAKE_MAX_DEVICES;
   for (int d = 0; d < devices; d++) {
-    primaries[d] = (fake_context){.device = d,
-                                  .primary = 1,
-                                  .legacy = &fake_legacy[d],
-                                  .per_thread = &fake_per_thread[d]};
+    primaries[d] = (fake_context){
+        .device = d, .primary = 1, .legacy = &fake_legacy[d], .per_thread = &fake_per_thread[d]};
     fake_legacy[d] = (fake_stream){.device = d, .context = &primaries[d]};
     fake_per_thread[d] = (fake_stream){.device = d, .context = &primaries[d]};
   }
@@ -510,9 +508,9 @@ FAKE_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *paramsArray, int numP
 SINCE_12050 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
                                     unsigned int flags, CUdevice dev) {
   ENTER();
-  if (ctxCreateParams != NULL &&
-      ((ctxCreateParams->execAffinityParams != NULL && ctxCreateParams->numExecAffinityParams > 0) ||
-       ctxCreateParams->cigParams != NULL))
+  if (ctxCreateParams != NULL && ((ctxCreateParams->execAffinityParams != NULL &&
+                                   ctxCreateParams->numExecAffinityParams > 0) ||
+                                  ctxCreateParams->cigParams != NULL))
     return CUDA_ERROR_NOT_SUPPORTED;
   return create_context(pctx, flags, dev);
 }
@@ -695,8 +693,7 @@ static const CUgraphNode no_nodes[1];
    capture status is CU_STREAM_CAPTURE_STATUS_ACTIVE"; "If edgeData_out is non-NULL then
    dependencies_out must be as well." The fake's captures keep no dependency set. */
 static CUresult capture_info(CUstream hStream, int *status, uint64_t *id, CUgraph *graph,
-                             const CUgraphNode **dependencies, const void **edges,
-                             size_t *count) {
+                             const CUgraphNode **dependencies, const void **edges, size_t *count) {
   ENTER();
   if (status == NULL || (edges != NULL && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
   fake_stream *stream;
@@ -734,8 +731,8 @@ SINCE_12030 CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, int *captureSta
                                                const CUgraphNode **dependencies_out,
                                                const void **edgeData_out,
                                                size_t *numDependencies_out) {
-  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
-                      edgeData_out, numDependencies_out);
+  return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                      numDependencies_out);
 }
 
 /* cuGraphDestroy: "Destroys the graph specified by hGraph, as well as all of its nodes";
@@ -915,8 +912,8 @@ FAKE_EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count
    a CUDA graph"; "count ... Must be nonzero and not larger than INT_MAX"; "The optional
    flag CU_GRAPH_USER_OBJECT_MOVE transfers references from the calling thread, rather than
    create new references. Pass 0 to create new references." */
-FAKE_EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object,
-                                             unsigned int count, unsigned int flags) {
+FAKE_EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count,
+                                             unsigned int flags) {
   ENTER();
   if (graph == NULL || object == NULL || count == 0 || count > INT_MAX ||
       (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE) != 0)
@@ -1040,7 +1037,8 @@ static const struct {
   int since;
   entry_point function;
 } entry_points[] = {
-#define ROW(name, since, function) {name, since, (entry_point)function}
+#define ROW(name, since, function) \
+  { name, since, (entry_point)function }
     ROW("cuInit", 2000, cuInit),
     ROW("cuDriverGetVersion", 2020, cuDriverGetVersion),
     ROW("cuDeviceGetCount", 2000, cuDeviceGetCount),

@@ -1,9 +1,12 @@
 /*
  * The black-box suite over one runtime library, loaded through dlsync's own loader:
  *   test_runtimes cuda|hip <expected version> device|no-device|no-runtime|bad-override|found
+ *   test_runtimes driver <expected version> device|no-device|stub|old-driver|no-driver
  * "found" checks which library the loader picks by itself (no override): the one already
  * loaded in the process (TEST_LOAD_FIRST, loaded by the test before dlsync looks), else
- * the newest SONAME on the library path.
+ * the newest SONAME on the library path. The driver family runs over dl_sync_cuda_backend()
+ * with DL_SYNC_LIBCUDA naming a fake libcuda.so.1; it talks to the driver by the entry
+ * points cuGetProcAddress_v2 hands out, and reads the fake's fake_cuda_last hook.
  * The ctest entries run it over each fake runtime (tests/runtimes/CMakeLists.txt) with
  * DL_SYNC_CUDART / DL_SYNC_HIP, FAKE_GPU_DEVICES and, for no-runtime, a preload that
  * hides every runtime SONAME. The suite talks to the runtime by its real entry points
@@ -11,6 +14,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +28,7 @@
 #include "dlsync/dlsync.h"
 #include "../support/error_message.h"
 
-static int cuda;
+static int cuda, driver;
 static long expected_version;
 static const dl_sync_backend *backend;
 static DLDevice dev0, dev1;
@@ -300,17 +305,30 @@ static void test_no_device_is_enodev(void **state) {
   assert_int_equal(CALL(last_error_fn, "GetLastError"), 0);
 }
 
-static void test_no_runtime_is_enodev_naming_what_was_tried(void **state) {
+static int count_runtimes(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  const char *base = strrchr(info->dlpi_name, '/');
+  base = base != NULL ? base + 1 : info->dlpi_name;
+  if (strncmp(base, "libcudart", 9) == 0 || strncmp(base, "libamdhip64", 11) == 0) (*(int *)data)++;
+  return 0;
+}
+
+/* A runtime is never loaded by dlsync, even with one on the library path (the ctest entry
+   puts the fake there): a framework imported later would get dlsync's pick for its own
+   DT_NEEDED. Without one loaded every call is ENODEV saying so, and nothing was mapped. */
+static void test_no_runtime_is_enodev_and_nothing_is_loaded(void **state) {
   (void)state;
   dl_sync_runtime_info info;
   assert_int_equal(dl_sync_backend_runtime(backend, &info), DL_SYNC_ENODEV);
   print_message("%s\n", dl_sync_last_error());
-  assert_error_mentions(cuda ? "libcudart.so.13: " : "libamdhip64.so.7: ");
-  assert_error_mentions(cuda ? "libcudart.so.12: " : "libamdhip64.so.5: ");
-  assert_error_mentions("hidden by the test");
+  assert_error_mentions(cuda ? "no CUDA runtime (libcudart.so*) is loaded"
+                             : "no HIP runtime (libamdhip64*) is loaded");
   assert_int_equal(dl_sync_push_dep(on(dev0, DL_SYNC_STREAM_PER_THREAD), on(dev0, NULL)),
                    DL_SYNC_ENODEV);
   assert_error_mentions(cuda ? "no CUDA runtime" : "no HIP runtime");
+  int mapped = 0;
+  dl_iterate_phdr(count_runtimes, &mapped);
+  assert_int_equal(mapped, 0);
 }
 
 static void test_bad_override_is_enodev_naming_the_path(void **state) {
@@ -333,20 +351,621 @@ static void test_found_the_expected_runtime(void **state) {
   assert_int_equal(info.version, expected_version);
 }
 
+/* ---- the CUDA driver (test_runtimes driver ...) ------------------------------------- */
+
+typedef int (*cu_proc_address_fn)(const char *symbol, void **pfn, int version, uint64_t flags,
+                                  int *status);
+typedef int (*cu_init_fn)(unsigned flags);
+typedef int (*cu_context_fn)(void *context);      /* cuCtxSetCurrent, cuCtxDestroy */
+typedef int (*cu_context_out_fn)(void **context); /* cuCtxGetCurrent, cuCtxPopCurrent */
+typedef int (*cu_primary_retain_fn)(void **context, int device);
+typedef int (*cu_ctx_create_fn)(void **context, unsigned flags, int device);
+typedef int (*cu_stream_create_fn)(void **stream, unsigned flags);
+typedef int (*cu_handle_fn)(void *handle); /* cuStreamDestroy, cuEventDestroy, cuGraphDestroy */
+typedef int (*cu_begin_capture_fn)(void *stream, int mode);
+typedef int (*cu_end_capture_fn)(void *stream, void **graph);
+typedef int (*cu_is_capturing_fn)(void *stream, int *status);
+typedef int (*cu_event_create_fn)(void **event, unsigned flags);
+typedef int (*cu_record_fn)(void *event, void *stream);
+typedef int (*cu_wait_fn)(void *stream, void *event, unsigned flags);
+typedef int (*fake_last_fn)(const char *op, void **context);
+
+/* The API version dlsync asks for; cuCtxCreate's 3-argument ABI is its 3020 one (the
+   12000 one takes execution-affinity parameters). */
+enum { CU_API = 12000, CU_CTX_CREATE_API = 3020, CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 };
+enum { CU_STREAM_DEFAULT_KIND = 0, CU_LEGACY_KIND = 1, CU_PER_THREAD_KIND = 2 };
+
+static void *primary0, *primary1;
+static long suite_inits;
+
+static void *cu_entry(const char *name, int version) {
+  cu_proc_address_fn lookup = (cu_proc_address_fn)dlsym(runtime, "cuGetProcAddress_v2");
+  if (lookup == NULL) fail_msg("the driver lacks cuGetProcAddress_v2");
+  void *address = NULL;
+  int found = -1;
+  int code = lookup(name, &address, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found);
+  if (code != 0 || address == NULL)
+    fail_msg("cuGetProcAddress_v2(%s, %d): %d, symbol status %d", name, version, code, found);
+  return address;
+}
+
+#define CU(type, name, ...) ((type)cu_entry(name, CU_API))(__VA_ARGS__)
+#define CU_OK(type, name, ...) assert_int_equal(CU(type, name, __VA_ARGS__), 0)
+
+static void *cu_current(void) {
+  void *context = (void *)1;
+  CU_OK(cu_context_out_fn, "cuCtxGetCurrent", &context);
+  return context;
+}
+
+static void cu_set_current(void *context) {
+  CU_OK(cu_context_fn, "cuCtxSetCurrent", context);
+}
+
+/* A stream of the current context. */
+static void *cu_new_stream(void) {
+  void *stream = NULL;
+  CU_OK(cu_stream_create_fn, "cuStreamCreate", &stream, 0u);
+  return stream;
+}
+
+/* A stream of context; the current context is left as it was. */
+static void *cu_stream_in(void *context) {
+  void *was = cu_current();
+  cu_set_current(context);
+  void *stream = cu_new_stream();
+  cu_set_current(was);
+  return stream;
+}
+
+static void cu_free_stream(void *stream) {
+  CU_OK(cu_handle_fn, "cuStreamDestroy", stream);
+}
+
+/* A context made by cuCtxCreate on device; the current context is left as it was. */
+static void *cu_new_context(int device) {
+  void *context = NULL, *popped = NULL;
+  assert_int_equal(
+      ((cu_ctx_create_fn)cu_entry("cuCtxCreate", CU_CTX_CREATE_API))(&context, 0u, device), 0);
+  CU_OK(cu_context_out_fn, "cuCtxPopCurrent", &popped);
+  assert_ptr_equal(popped, context);
+  return context;
+}
+
+static int cu_capture_status(void *stream) {
+  int status = -1;
+  CU_OK(cu_is_capturing_fn, "cuStreamIsCapturing", stream, &status);
+  return status;
+}
+
+static void cu_begin_capture(void *stream) {
+  CU_OK(cu_begin_capture_fn, "cuStreamBeginCapture", stream, 0);
+}
+
+static void cu_end_capture(void *stream, int expect_graph) {
+  void *graph = NULL;
+  int code = CU(cu_end_capture_fn, "cuStreamEndCapture", stream, &graph);
+  if (expect_graph) {
+    assert_int_equal(code, 0);
+    assert_non_null(graph);
+  }
+  if (graph != NULL) CU_OK(cu_handle_fn, "cuGraphDestroy", graph);
+}
+
+/* Begins a capture on a and pulls b into it, as a framework forks work in a capture. */
+static void cu_capture_both(void *a, void *b) {
+  cu_begin_capture(a);
+  void *fork = NULL;
+  CU_OK(cu_event_create_fn, "cuEventCreate", &fork, 2u);
+  CU_OK(cu_record_fn, "cuEventRecord", fork, a);
+  CU_OK(cu_wait_fn, "cuStreamWaitEvent", b, fork, 0u);
+  CU_OK(cu_handle_fn, "cuEventDestroy", fork);
+}
+
+/* Where the driver's last record or wait went: its kind (CU_*_KIND), context in *context. */
+static int cu_last(const char *op, void **context) {
+  fake_last_fn last = (fake_last_fn)dlsym(runtime, "fake_cuda_last");
+  assert_non_null(last);
+  return last(op, context);
+}
+
+static void assert_last(const char *op, int kind, void *context) {
+  void *where = NULL;
+  int got = cu_last(op, &where);
+  if (got != kind || where != context)
+    fail_msg("the last %s went to a stream of kind %d in context %p, expected kind %d in %p", op,
+             got, where, kind, context);
+}
+
+/* What dlsync's first runtime call did, on the main thread with no context current. */
+static struct {
+  int status;
+  char message[512];
+  int get_current_code;
+  void *context_after;
+  long inits, records, waits;
+} first;
+
+/* dlsync's first runtime call loads the driver: the per-thread default stream of device 0
+   exported to its legacy stream, from a thread with no context current. Then the suite's
+   own setup: cuInit, device 0 and 1's primary contexts, device 0's current. */
+static int driver_setup(void **state) {
+  (void)state;
+  const char *path = getenv("DL_SYNC_LIBCUDA");
+  first.status = dl_sync_export(on(dev0, DL_SYNC_STREAM_PER_THREAD), dl_sync_stream_arg_none());
+  snprintf(first.message, sizeof first.message, "%s", dl_sync_last_error());
+  runtime = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (runtime == NULL) {
+    fprintf(stderr, "dlsync's first call did not load %s: %s: %s\n", path,
+            dl_sync_status_name(first.status), first.message);
+    return -1;
+  }
+  first.inits = counter("init");
+  first.records = counter("event_record");
+  first.waits = counter("stream_wait");
+  first.get_current_code = CU(cu_context_out_fn, "cuCtxGetCurrent", &first.context_after);
+  CU_OK(cu_init_fn, "cuInit", 0u);
+  suite_inits++;
+  CU_OK(cu_primary_retain_fn, "cuDevicePrimaryCtxRetain", &primary0, 0);
+  CU_OK(cu_primary_retain_fn, "cuDevicePrimaryCtxRetain", &primary1, 1);
+  cu_set_current(primary0);
+  return 0;
+}
+
+/* Each test ends with the main thread on device 0's primary context alone, and no pools. */
+static int driver_teardown(void **state) {
+  (void)state;
+  cu_context_out_fn pop = (cu_context_out_fn)cu_entry("cuCtxPopCurrent", CU_API);
+  void *popped = NULL;
+  while (pop(&popped) == 0) continue;
+  cu_set_current(primary0);
+  return dl_sync_shutdown() == DL_SYNC_OK ? 0 : -1;
+}
+
+static void test_driver_first_call_loads_and_initializes_it(void **state) {
+  (void)state;
+  if (first.status != DL_SYNC_OK)
+    fail_msg("first export: %s: %s", dl_sync_status_name(first.status), first.message);
+  assert_int_equal(first.inits, 1);
+  assert_int_equal(first.records, 1);
+  assert_int_equal(first.waits, 1);
+  /* The thread had no context current, and has none after. */
+  assert_int_equal(first.get_current_code, 0);
+  assert_null(first.context_after);
+}
+
+static void test_driver_reports_the_library(void **state) {
+  (void)state;
+  dl_sync_runtime_info info;
+  DL_OK(dl_sync_backend_runtime(backend, &info));
+  print_message("%s driver: %s, version %d (%d.%d)\n", backend->name, info.path, (int)info.version,
+                (int)info.major, (int)info.minor);
+  assert_string_equal(info.path, getenv("DL_SYNC_LIBCUDA"));
+  assert_int_equal(info.version, expected_version);
+  assert_int_equal(info.major, expected_version / 1000);
+  assert_int_equal(info.minor, expected_version % 1000 / 10);
+}
+
+/* One export per stream argument: the calls it costs on the driver. */
+static void test_driver_stream_argument_table(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *b = cu_new_stream();
+  const struct {
+    const char *what;
+    dl_sync_stream_arg arg;
+    int status;
+    long records; /* = waits */
+  } rows[] = {
+      {"None (legacy)", dl_sync_stream_arg_none(), DL_SYNC_OK, 1},
+      {"-1 (no sync)", dl_sync_stream_arg_int(-1), DL_SYNC_OK, 0},
+      {"0 (ambiguous)", dl_sync_stream_arg_int(0), DL_SYNC_EINVAL, 0},
+      {"1 (legacy)", dl_sync_stream_arg_int(1), DL_SYNC_OK, 1},
+      {"2 (per-thread)", dl_sync_stream_arg_int(2), DL_SYNC_OK, 1},
+      {"another stream", dl_sync_stream_arg_int((int64_t)(intptr_t)b), DL_SYNC_OK, 1},
+      {"the same stream", dl_sync_stream_arg_int((int64_t)(intptr_t)a), DL_SYNC_OK, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    long records = counter("event_record"), waits = counter("stream_wait");
+    int status = dl_sync_export(on(dev0, a), rows[i].arg);
+    if (status != rows[i].status)
+      fail_msg("%s: %s, expected %s: %s", rows[i].what, dl_sync_status_name(status),
+               dl_sync_status_name(rows[i].status), dl_sync_last_error());
+    assert_int_equal(counter("event_record") - records, rows[i].records);
+    assert_int_equal(counter("stream_wait") - waits, rows[i].records);
+  }
+  assert_last("wait", CU_STREAM_DEFAULT_KIND, primary0); /* the last synchronized row: b */
+  assert_ptr_equal(cu_current(), primary0);
+  cu_free_stream(a);
+  cu_free_stream(b);
+}
+
+/* Steady state: one record and one wait per export, no event made, none queried, none
+   with timing. */
+static void test_driver_steady_state_is_one_record_and_one_wait(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *b = cu_new_stream();
+  DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
+  long created = counter("event_create"), records = counter("event_record"),
+       waits = counter("stream_wait"), queries = counter("event_query"),
+       switches = counter("ctx_set_current"), lookups = counter("stream_get_ctx");
+  for (int i = 0; i < 100; i++) {
+    DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
+    DL_OK(dl_sync_push_dep(on(dev0, b), on(dev0, a)));
+  }
+  print_message("200 orderings: %ld cuCtxSetCurrent, %ld cuStreamGetCtx\n",
+                counter("ctx_set_current") - switches, counter("stream_get_ctx") - lookups);
+  assert_int_equal(counter("event_create") - created, 0);
+  assert_int_equal(counter("event_record") - records, 200);
+  assert_int_equal(counter("stream_wait") - waits, 200);
+  assert_int_equal(counter("event_query") - queries, 0);
+  assert_int_equal(counter("timing_events"), 0);
+  cu_free_stream(a);
+  cu_free_stream(b);
+}
+
+/* Capture rows. Same capture: ordered inside the graph, and the capture survives even
+   though the pooled event was last recorded on the producer before it began capturing. */
+static void test_driver_capture_same_graph_survives_a_warm_pool(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *b = cu_new_stream();
+  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b))); /* warm: the pool's event was on a */
+  cu_capture_both(a, b);
+  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b)));
+  DL_OK(dl_sync_push_dep(on(dev0, b), on(dev0, a))); /* the join */
+  assert_int_equal(cu_capture_status(a), 1);
+  assert_int_equal(cu_capture_status(b), 1);
+  cu_end_capture(a, 1);
+  cu_free_stream(a);
+  cu_free_stream(b);
+}
+
+static void test_driver_capture_two_graphs_are_refused_and_both_survive(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *c = cu_new_stream();
+  cu_begin_capture(a);
+  cu_begin_capture(c);
+  assert_int_equal(dl_sync_push_dep(on(dev0, a), on(dev0, c)), DL_SYNC_ECAPTURE);
+  assert_error_mentions("two different graphs");
+  assert_int_equal(cu_capture_status(a), 1);
+  assert_int_equal(cu_capture_status(c), 1);
+  cu_end_capture(a, 1);
+  cu_end_capture(c, 1);
+  cu_free_stream(a);
+  cu_free_stream(c);
+}
+
+/* Producer not capturing, consumer capturing: an external wait node in the consumer's
+   graph, which owns the event until it is destroyed; the graph's user-object destructor
+   makes no driver call. */
+static void test_driver_capture_external_wait_is_owned_by_the_graph(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *b = cu_new_stream();
+  long destructor_calls = counter("destructor_calls");
+  cu_begin_capture(b);
+  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b)));
+  assert_int_equal(cu_capture_status(b), 1);
+  void *graph = NULL;
+  CU_OK(cu_end_capture_fn, "cuStreamEndCapture", b, &graph);
+  assert_non_null(graph);
+  external_waits_fn external_waits =
+      (external_waits_fn)dlsym(runtime, "fake_gpu_graph_external_waits");
+  assert_int_equal(external_waits(graph), 1);
+  dl_sync_pool_stats stats;
+  DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
+  assert_int_equal(stats.outstanding, 1);
+  CU_OK(cu_handle_fn, "cuGraphDestroy", graph);
+  assert_int_equal(counter("user_objects_live"), 0);
+  assert_int_equal(counter("destructor_calls") - destructor_calls, 0);
+  DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
+  assert_int_equal(stats.outstanding, 0);
+  cu_free_stream(a);
+  cu_free_stream(b);
+}
+
+/* The consumer is the per-thread default stream of device 1, capturing: its capture state
+   and graph are read, and the wait made, with device 1's primary context current, where
+   that handle names it. */
+static void test_driver_capture_external_wait_on_another_devices_default_stream(void **state) {
+  (void)state;
+  void *a = cu_new_stream();
+  cu_set_current(primary1);
+  cu_begin_capture(DL_SYNC_STREAM_PER_THREAD);
+  cu_set_current(primary0);
+  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev1, DL_SYNC_STREAM_PER_THREAD)));
+  assert_ptr_equal(cu_current(), primary0);
+  assert_last("wait", CU_PER_THREAD_KIND, primary1);
+  cu_set_current(primary1);
+  assert_int_equal(cu_capture_status(DL_SYNC_STREAM_PER_THREAD), 1);
+  cu_end_capture(DL_SYNC_STREAM_PER_THREAD, 1);
+  cu_set_current(primary0);
+  assert_int_equal(counter("user_objects_live"), 0);
+  cu_free_stream(a);
+}
+
+static void test_driver_capture_legacy_consumer_of_a_capturing_producer_is_refused(void **state) {
+  (void)state;
+  void *a = cu_new_stream(), *b = cu_new_stream();
+  cu_capture_both(a, b);
+  assert_int_equal(dl_sync_export(on(dev0, a), dl_sync_stream_arg_none()), DL_SYNC_ECAPTURE);
+  assert_error_mentions("legacy default stream");
+  assert_int_equal(cu_capture_status(a), 1);
+  cu_end_capture(a, 1);
+  cu_free_stream(a);
+  cu_free_stream(b);
+}
+
+/* A device the driver does not have: its default streams cannot be named. A plain backend
+   error naming the driver's code; the caller's context is left current. */
+static void test_driver_bad_device_is_a_backend_error(void **state) {
+  (void)state;
+  DLDevice missing = {kDLCUDA, 5};
+  assert_int_equal(
+      dl_sync_push_dep(on(missing, DL_SYNC_STREAM_PER_THREAD), on(missing, DL_SYNC_STREAM_LEGACY)),
+      DL_SYNC_EBACKEND);
+  print_message("%s\n", dl_sync_last_error());
+  assert_error_mentions("CUDA_ERROR_INVALID_DEVICE");
+  assert_ptr_equal(cu_current(), primary0);
+}
+
+/* ---- contexts ---- */
+
+/* (a) A created context current on device 0: orderings with device 1's streams, created
+   and default, switch to device 1's primary context where a default stream must be named
+   and leave the created context current. A default stream of device 0 is the current
+   context's. */
+static void test_driver_context_created_context_stays_current(void **state) {
+  (void)state;
+  void *x = cu_new_context(0);
+  void *s1 = cu_stream_in(primary1);
+  cu_set_current(x);
+  void *sx = cu_new_stream();
+  DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev1, s1)));
+  assert_last("record", CU_STREAM_DEFAULT_KIND, x);
+  assert_last("wait", CU_STREAM_DEFAULT_KIND, primary1);
+  assert_ptr_equal(cu_current(), x);
+  DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev1, DL_SYNC_STREAM_PER_THREAD)));
+  assert_last("wait", CU_PER_THREAD_KIND, primary1);
+  assert_ptr_equal(cu_current(), x);
+  DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev1, DL_SYNC_STREAM_LEGACY)));
+  assert_last("wait", CU_LEGACY_KIND, primary1);
+  assert_ptr_equal(cu_current(), x);
+  DL_OK(dl_sync_push_dep(on(dev1, DL_SYNC_STREAM_PER_THREAD), on(dev0, sx)));
+  assert_last("record", CU_PER_THREAD_KIND, primary1);
+  assert_last("wait", CU_STREAM_DEFAULT_KIND, x);
+  assert_ptr_equal(cu_current(), x);
+  DL_OK(dl_sync_export(on(dev0, sx), dl_sync_stream_arg_none()));
+  assert_last("wait", CU_LEGACY_KIND, x);
+  assert_ptr_equal(cu_current(), x);
+  cu_set_current(primary0);
+  DL_OK(dl_sync_shutdown()); /* the pooled events of x go before x does */
+  cu_free_stream(sx);
+  cu_free_stream(s1);
+  CU_OK(cu_context_fn, "cuCtxDestroy", x);
+}
+
+/* (b) A created context and the primary context of one device: an ordering between their
+   streams records on an event of the producer's own context (a pooled event of the other
+   context is the driver's CUDA_ERROR_INVALID_HANDLE), in both directions and whichever is
+   current; once warm, no event is made. */
+static void test_driver_context_orderings_between_contexts_of_one_device(void **state) {
+  (void)state;
+  void *x = cu_new_context(0);
+  void *sx = cu_stream_in(x), *sp = cu_new_stream();
+  for (int round = 0; round < 2; round++) {
+    void *caller = round == 0 ? primary0 : x;
+    cu_set_current(caller);
+    DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev0, sp)));
+    assert_last("record", CU_STREAM_DEFAULT_KIND, x);
+    assert_last("wait", CU_STREAM_DEFAULT_KIND, primary0);
+    DL_OK(dl_sync_push_dep(on(dev0, sp), on(dev0, sx)));
+    assert_last("record", CU_STREAM_DEFAULT_KIND, primary0);
+    assert_last("wait", CU_STREAM_DEFAULT_KIND, x);
+    DL_OK(dl_sync_export(on(dev0, sx), dl_sync_stream_arg_int((int64_t)(intptr_t)sp)));
+    DL_OK(dl_sync_export(on(dev0, sp), dl_sync_stream_arg_int((int64_t)(intptr_t)sx)));
+    assert_ptr_equal(cu_current(), caller);
+  }
+  long created = counter("event_create"), records = counter("event_record");
+  for (int i = 0; i < 50; i++) {
+    cu_set_current(i % 2 == 0 ? primary0 : x);
+    DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev0, sp)));
+    DL_OK(dl_sync_export(on(dev0, sp), dl_sync_stream_arg_int((int64_t)(intptr_t)sx)));
+  }
+  assert_int_equal(counter("event_create") - created, 0);
+  assert_int_equal(counter("event_record") - records, 100);
+  cu_set_current(primary0);
+  DL_OK(dl_sync_shutdown());
+  cu_free_stream(sx);
+  cu_free_stream(sp);
+  CU_OK(cu_context_fn, "cuCtxDestroy", x);
+}
+
+/* (c) A thread with no context current: orderings between created streams, and between
+   device 0's default streams, leave it with none. The thread makes no cmocka call. */
+typedef struct thread_run {
+  cu_context_out_fn get_current;
+  void *a, *b;
+  int before_code, after_code;
+  void *before, *after[3];
+  int status[3];
+  char message[3][256];
+} thread_run;
+
+static void *thread_orders(void *arg) {
+  thread_run *run = arg;
+  run->before_code = run->get_current(&run->before);
+  run->status[0] = dl_sync_push_dep(on(dev0, run->a), on(dev0, run->b));
+  snprintf(run->message[0], sizeof run->message[0], "%s", dl_sync_last_error());
+  run->get_current(&run->after[0]);
+  run->status[1] =
+      dl_sync_export(on(dev0, run->a), dl_sync_stream_arg_int((int64_t)(intptr_t)run->b));
+  snprintf(run->message[1], sizeof run->message[1], "%s", dl_sync_last_error());
+  run->get_current(&run->after[1]);
+  run->status[2] = dl_sync_export(on(dev0, DL_SYNC_STREAM_PER_THREAD), dl_sync_stream_arg_none());
+  snprintf(run->message[2], sizeof run->message[2], "%s", dl_sync_last_error());
+  run->after_code = run->get_current(&run->after[2]);
+  return NULL;
+}
+
+static void test_driver_context_a_thread_without_one_is_left_without(void **state) {
+  (void)state;
+  thread_run run = {.get_current = (cu_context_out_fn)cu_entry("cuCtxGetCurrent", CU_API),
+                    .a = cu_new_stream(),
+                    .b = cu_new_stream(),
+                    .before = (void *)1,
+                    .after = {(void *)1, (void *)1, (void *)1}};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, thread_orders, &run), 0);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  assert_int_equal(run.before_code, 0);
+  assert_null(run.before);
+  for (int i = 0; i < 3; i++) {
+    if (run.status[i] != DL_SYNC_OK)
+      fail_msg("ordering %d: %s: %s", i, dl_sync_status_name(run.status[i]), run.message[i]);
+    if (run.after[i] != NULL)
+      fail_msg("after ordering %d the thread has context %p", i, run.after[i]);
+  }
+  assert_int_equal(run.after_code, 0);
+  assert_last("record", CU_PER_THREAD_KIND, primary0);
+  assert_last("wait", CU_LEGACY_KIND, primary0);
+  assert_ptr_equal(cu_current(), primary0);
+  cu_free_stream(run.a);
+  cu_free_stream(run.b);
+}
+
+/* (d) The pool statistics of device 0 count the events of all its contexts. */
+static void test_driver_context_pool_stats_count_every_context(void **state) {
+  (void)state;
+  void *x = cu_new_context(0);
+  void *sx = cu_stream_in(x), *sp = cu_new_stream();
+  dl_sync_pool_stats before, after;
+  DL_OK(dl_sync_pool_stats_get(backend, 0, &before));
+  long created = counter("event_create");
+  DL_OK(dl_sync_push_dep(on(dev0, sx), on(dev0, sp)));
+  assert_last("record", CU_STREAM_DEFAULT_KIND, x);
+  DL_OK(dl_sync_push_dep(on(dev0, sp), on(dev0, sx)));
+  assert_last("record", CU_STREAM_DEFAULT_KIND, primary0);
+  DL_OK(dl_sync_pool_stats_get(backend, 0, &after));
+  long made = counter("event_create") - created;
+  print_message("device 0: %ld events made, pool stats: created %llu, idle %llu, acquired %llu\n",
+                made, (unsigned long long)after.created, (unsigned long long)after.idle,
+                (unsigned long long)after.acquired);
+  assert_true(made >= 2); /* one context's event cannot record on the other's stream */
+  assert_int_equal(after.created - before.created, made);
+  assert_int_equal(after.acquired - before.acquired, 2);
+  assert_int_equal(after.outstanding, 0);
+  DL_OK(dl_sync_shutdown());
+  cu_free_stream(sx);
+  cu_free_stream(sp);
+  CU_OK(cu_context_fn, "cuCtxDestroy", x);
+}
+
+/* Over the whole group: dlsync ran cuInit once and asked for legacy-stream entry points
+   only (a per-thread lookup would hand a real driver's _ptsz forms out). */
+static void test_driver_initialized_once_with_legacy_entry_points(void **state) {
+  (void)state;
+  assert_int_equal(counter("init") - suite_inits, 1);
+  assert_int_equal(counter("proc_address_per_thread"), 0);
+  assert_int_equal(counter("destructor_calls"), 0);
+}
+
+/* ---- no device, the stub library, a driver older than 12.0, no driver ---- */
+
+static void test_driver_unusable_is_enodev(void **state) {
+  const char *mode = *state;
+  const char *path = getenv("DL_SYNC_LIBCUDA");
+  int no_device = strcmp(mode, "no-device") == 0, stub = strcmp(mode, "stub") == 0,
+      old = strcmp(mode, "old-driver") == 0;
+  const char *mentions[2] = {path, NULL};
+  if (no_device) mentions[0] = "CUDA_ERROR_NO_DEVICE";
+  if (stub) mentions[0] = "CUDA_ERROR_STUB_LIBRARY";
+  if (old) {
+    mentions[0] = "cuGetProcAddress_v2";
+    mentions[1] = "older than CUDA 12.0";
+  }
+  assert_int_equal(dl_sync_export(on(dev0, DL_SYNC_STREAM_PER_THREAD), dl_sync_stream_arg_none()),
+                   DL_SYNC_ENODEV);
+  print_message("export: %s\n", dl_sync_last_error());
+  assert_error_mentions(mentions[0]);
+  assert_error_mentions(mentions[1]);
+  dl_sync_runtime_info info;
+  int status = dl_sync_backend_runtime(backend, &info);
+  print_message("dl_sync_backend_runtime: %s: %s\n", dl_sync_status_name(status),
+                status == DL_SYNC_OK ? info.path : dl_sync_last_error());
+  if (no_device) return; /* the driver itself loaded */
+  assert_int_equal(status, DL_SYNC_ENODEV);
+  assert_error_mentions(mentions[0]);
+  assert_error_mentions(mentions[1]);
+}
+
+static int driver_main(const char *mode) {
+  backend = dl_sync_cuda_backend();
+  dev0 = (DLDevice){kDLCUDA, 0};
+  dev1 = (DLDevice){kDLCUDA, 1};
+  if (strcmp(mode, "device") == 0) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_driver_first_call_loads_and_initializes_it, driver_teardown),
+        cmocka_unit_test_teardown(test_driver_reports_the_library, driver_teardown),
+        cmocka_unit_test_teardown(test_driver_stream_argument_table, driver_teardown),
+        cmocka_unit_test_teardown(test_driver_steady_state_is_one_record_and_one_wait,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_capture_same_graph_survives_a_warm_pool,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_capture_two_graphs_are_refused_and_both_survive,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_capture_external_wait_is_owned_by_the_graph,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(
+            test_driver_capture_external_wait_on_another_devices_default_stream, driver_teardown),
+        cmocka_unit_test_teardown(
+            test_driver_capture_legacy_consumer_of_a_capturing_producer_is_refused,
+            driver_teardown),
+        cmocka_unit_test_teardown(test_driver_bad_device_is_a_backend_error, driver_teardown),
+        cmocka_unit_test_teardown(test_driver_context_created_context_stays_current,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_context_orderings_between_contexts_of_one_device,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_context_a_thread_without_one_is_left_without,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_context_pool_stats_count_every_context,
+                                  driver_teardown),
+        cmocka_unit_test_teardown(test_driver_initialized_once_with_legacy_entry_points,
+                                  driver_teardown),
+    };
+    return cmocka_run_group_tests_name("driver_device", tests, driver_setup, NULL);
+  }
+  if (strcmp(mode, "no-device") == 0 || strcmp(mode, "stub") == 0 ||
+      strcmp(mode, "old-driver") == 0 || strcmp(mode, "no-driver") == 0) {
+    const struct CMUnitTest tests[] = {
+        {"test_driver_unusable_is_enodev", test_driver_unusable_is_enodev, NULL, NULL,
+         (void *)mode},
+    };
+    return cmocka_run_group_tests_name("driver_unusable", tests, NULL, NULL);
+  }
+  fprintf(stderr, "unknown driver mode %s\n", mode);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4 || (strcmp(argv[1], "cuda") != 0 && strcmp(argv[1], "hip") != 0)) {
-    fprintf(stderr, "usage: %s cuda|hip VERSION device|no-device|no-runtime|bad-override|found\n",
-            argv[0]);
+  if (argc != 4 || (strcmp(argv[1], "cuda") != 0 && strcmp(argv[1], "hip") != 0 &&
+                    strcmp(argv[1], "driver") != 0)) {
+    fprintf(stderr,
+            "usage: %s cuda|hip VERSION device|no-device|no-runtime|bad-override|found\n"
+            "       %s driver VERSION device|no-device|stub|old-driver|no-driver\n",
+            argv[0], argv[0]);
     return 2;
   }
   cuda = strcmp(argv[1], "cuda") == 0;
+  driver = strcmp(argv[1], "driver") == 0;
   expected_version = strtol(argv[2], NULL, 10);
   const char *mode = argv[3];
+  if (driver) return driver_main(mode);
   if (getenv("TEST_LOAD_FIRST") != NULL && dlopen(getenv("TEST_LOAD_FIRST"), RTLD_NOW) == NULL) {
     fprintf(stderr, "cannot load %s: %s\n", getenv("TEST_LOAD_FIRST"), dlerror());
     return 1;
   }
-  backend = cuda ? dl_sync_cuda_backend() : dl_sync_hip_backend();
+  /* The CUDA runtime backend is an explicit choice: installed for the CUDA types here. */
+  backend = cuda ? dl_sync_cudart_backend() : dl_sync_hip_backend();
+  if (cuda && dl_sync_set_backend(kDLCUDA, backend) != DL_SYNC_OK) return 1;
   dev0 = (DLDevice){cuda ? kDLCUDA : kDLROCM, 0};
   dev1 = (DLDevice){dev0.device_type, 1};
   dl_sync_runtime_info info;
@@ -355,7 +974,7 @@ int main(int argc, char **argv) {
 
   if (strcmp(mode, "no-runtime") == 0) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_runtime_is_enodev_naming_what_was_tried)};
+        cmocka_unit_test(test_no_runtime_is_enodev_and_nothing_is_loaded)};
     return cmocka_run_group_tests_name("no_runtime", tests, NULL, NULL);
   }
   if (strcmp(mode, "bad-override") == 0) {
