@@ -1,0 +1,258 @@
+/*
+ * fork() next to dlsync, on a backend without a device (host_backend.c):
+ *
+ *   test_fork stress        a thread hammers the event pool (tensor events, exports, pool
+ *                           statistics: every lock dlsync has) while the main thread forks
+ *                           3000 times. Each child deletes a tensor whose event the parent
+ *                           recorded, then records and waits on a tensor of its own.
+ *   test_fork cache-owner   the forking thread owns a thread cache (it exported first);
+ *                           each child finds no pool of the parent's, makes its own events,
+ *                           and a thread of its own gives its cache back at exit.
+ *   test_fork pthread-exit  the child's only thread leaves with pthread_exit after a dlsync
+ *                           call, so its thread cache is destroyed in the child (run under
+ *                           valgrind too: no invalid access, no definite leak).
+ *
+ * What it catches: a child that touches a pool of the parent's. The parent's pools and
+ * thread caches are copies whose locks may have been held, at fork time, by a thread the
+ * child does not have; a child that gives the parent's event back to the parent's pool
+ * (the deleter of a tensor recorded before the fork), takes a parent's event from a cache,
+ * or flushes the forking thread's cache into the parent's pools at its exit, spins on
+ * such a lock for ever. Every child runs under alarm(5): a hang is a SIGALRM, a crash
+ * its signal, and both fail the test; a child that reuses a parent's event fails its
+ * event count. Without the fork generation of the pools (dl_sync__pool_release of an
+ * older generation does nothing), the stress mode hangs in the deleter of the first child
+ * forked while the hammering thread held the pool's lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "host_backend.h"
+
+static const DLDevice cuda0 = {kDLCUDA, 0};
+
+static dl_sync_stream stream(void *handle) {
+  return dl_sync_stream_view(cuda0, handle);
+}
+
+static dl_sync_stream_arg arg_of(void *handle) {
+  return dl_sync_stream_arg_int((int64_t)(intptr_t)handle);
+}
+
+static DLManagedTensorVersioned tensor_on_cuda0(void) {
+  DLManagedTensorVersioned tensor = {.version = {1, 3}};
+  tensor.dl_tensor.device = cuda0;
+  return tensor;
+}
+
+/* --- in a child: report with write(2) and _exit, nothing that the parent's other threads
+   may have held (stdio, atexit handlers) ------------------------------------------------ */
+
+static void child_fail(const char *what) {
+  char line[768];
+  int n = snprintf(line, sizeof line, "child %d: %s (last error: %s)\n", (int)getpid(), what,
+                   dl_sync_last_error());
+  if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+  _exit(2);
+}
+
+#define CHILD_CHECK(condition) ((condition) ? (void)0 : child_fail("check failed: " #condition))
+
+static dl_sync_pool_stats stats_of_cuda0(void) {
+  dl_sync_pool_stats stats;
+  CHILD_CHECK(dl_sync_pool_stats_get(host_backend(), 0, &stats) == DL_SYNC_OK);
+  return stats;
+}
+
+/* --- the parent ---------------------------------------------------------------------- */
+
+static atomic_int stop;
+static atomic_long hammer_rounds;
+static atomic_int hammer_failed;
+
+/* Takes every lock dlsync has, in a loop: the pool's (a tensor takes its event from the
+   pool and gives it back there), the thread cache's path (an export) and the caches' list
+   lock (statistics). */
+static void *hammer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&stop)) {
+    DLManagedTensorVersioned tensor = tensor_on_cuda0();
+    dl_sync_pool_stats stats;
+    if (dl_sync_tensor_record(&tensor, stream(HOST_STREAM_A)) != DL_SYNC_OK ||
+        dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)) != DL_SYNC_OK ||
+        dl_sync_tensor_wait(&tensor, stream(HOST_STREAM_B)) != DL_SYNC_OK ||
+        dl_sync_pool_stats_get(host_backend(), 0, &stats) != DL_SYNC_OK) {
+      atomic_store(&hammer_failed, 1);
+      return NULL;
+    }
+    tensor.deleter(&tensor);
+    atomic_fetch_add(&hammer_rounds, 1);
+  }
+  return NULL;
+}
+
+static void describe(int status, char *out, size_t size) {
+  if (WIFEXITED(status))
+    snprintf(out, size, "exit status %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+    snprintf(out, size, "hung (killed by its 5 s alarm)");
+  else if (WIFSIGNALED(status))
+    snprintf(out, size, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else
+    snprintf(out, size, "status %#x", status);
+}
+
+/* Forks count children running child(index); each must exit 0. */
+static void fork_children(int count, void (*child)(int index)) {
+  for (int i = 0; i < count; i++) {
+    pid_t pid = fork();
+    if (pid < 0) FAIL("fork %d: %s", i, strerror(errno));
+    if (pid == 0) {
+      alarm(5);
+      child(i);
+      _exit(0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) FAIL("waitpid: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      char what[128];
+      describe(status, what, sizeof what);
+      FAIL("child %d of %d (pid %d): %s", i + 1, count, (int)pid, what);
+    }
+  }
+}
+
+static pthread_t start_hammer(void) {
+  pthread_t thread;
+  CHECK_INT(pthread_create(&thread, NULL, hammer, NULL), 0);
+  while (atomic_load(&hammer_rounds) < 100 && !atomic_load(&hammer_failed)) sched_yield();
+  return thread;
+}
+
+static void stop_hammer(pthread_t thread) {
+  atomic_store(&stop, 1);
+  CHECK_INT(pthread_join(thread, NULL), 0);
+  if (atomic_load(&hammer_failed)) FAIL("the hammering thread failed");
+  printf("the hammering thread made %ld rounds\n", atomic_load(&hammer_rounds));
+}
+
+/* --- stress -------------------------------------------------------------------------- */
+
+static DLManagedTensorVersioned recorded_by_parent;
+
+static void stress_child(int index) {
+  (void)index;
+  recorded_by_parent.deleter(&recorded_by_parent); /* the parent's event: no pool of ours */
+  long created = host_events_created();
+  DLManagedTensorVersioned own = tensor_on_cuda0();
+  CHILD_CHECK(dl_sync_tensor_record(&own, stream(HOST_STREAM_A)) == DL_SYNC_OK);
+  CHILD_CHECK(host_events_created() == created + 1); /* an event of the child's own */
+  CHILD_CHECK(dl_sync_tensor_wait(&own, stream(HOST_STREAM_B)) == DL_SYNC_OK);
+  own.deleter(&own);
+}
+
+static void run_stress(void) {
+  recorded_by_parent = tensor_on_cuda0();
+  CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
+  pthread_t thread = start_hammer();
+  fork_children(3000, stress_child);
+  stop_hammer(thread);
+  CHECK_DL(dl_sync_tensor_wait(&recorded_by_parent, stream(HOST_STREAM_B)));
+  recorded_by_parent.deleter(&recorded_by_parent);
+}
+
+/* --- cache-owner --------------------------------------------------------------------- */
+
+static void *export_once(void *arg) {
+  (void)arg;
+  if (dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)) != DL_SYNC_OK)
+    child_fail("export on a thread of the child");
+  return NULL;
+}
+
+static void cache_owner_child(int index) {
+  (void)index;
+  /* None of the parent's pools, nor the events its forking thread had cached. */
+  dl_sync_pool_stats stats = stats_of_cuda0();
+  CHILD_CHECK(stats.created == 0 && stats.idle == 0 && stats.acquired == 0);
+  long created = host_events_created();
+  CHILD_CHECK(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)) == DL_SYNC_OK);
+  CHILD_CHECK(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)) == DL_SYNC_OK);
+  CHILD_CHECK(host_events_created() == created + 1);
+  /* A thread of the child: its cache goes back to the child's pool at its exit. */
+  pthread_t thread;
+  CHILD_CHECK(pthread_create(&thread, NULL, export_once, NULL) == 0);
+  CHILD_CHECK(pthread_join(thread, NULL) == 0);
+  stats = stats_of_cuda0();
+  CHILD_CHECK(stats.created == 2 && stats.idle == 2 && stats.outstanding == 0);
+  CHILD_CHECK(stats.acquired == 3);
+  recorded_by_parent.deleter(&recorded_by_parent);
+}
+
+static void run_cache_owner(void) {
+  recorded_by_parent = tensor_on_cuda0();
+  CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
+  CHECK_DL(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B))); /* our cache */
+  pthread_t thread = start_hammer();
+  fork_children(300, cache_owner_child);
+  stop_hammer(thread);
+  recorded_by_parent.deleter(&recorded_by_parent);
+}
+
+/* --- pthread-exit -------------------------------------------------------------------- */
+
+/* Even children use dlsync's pools before they leave (their thread gets a cache of the
+   child's); odd ones only delete the parent's tensor, so the thread leaves with whatever
+   the fork left of the parent's cache. */
+static void pthread_exit_child(int index) {
+  if (index % 2 == 0) {
+    DLManagedTensorVersioned own = tensor_on_cuda0();
+    CHILD_CHECK(dl_sync_tensor_record(&own, stream(HOST_STREAM_A)) == DL_SYNC_OK);
+    CHILD_CHECK(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)) == DL_SYNC_OK);
+    own.deleter(&own);
+  }
+  recorded_by_parent.deleter(&recorded_by_parent);
+  pthread_exit(NULL); /* the last thread: the process exits 0 after its key destructors */
+}
+
+/* What the parent holds when it forks: a pool, a tensor's event, an event in this thread's
+   cache. A child forgets them without touching them, so valgrind finds them unreachable
+   in the child: fork_child.supp names this function to tell those blocks from the
+   child's own. */
+__attribute__((noinline)) static void parent_state_before_fork(void) {
+  recorded_by_parent = tensor_on_cuda0();
+  CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
+  CHECK_DL(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B)));
+}
+
+static void run_pthread_exit(void) {
+  parent_state_before_fork();
+  fork_children(4, pthread_exit_child);
+  recorded_by_parent.deleter(&recorded_by_parent);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) FAIL("usage: %s stress|cache-owner|pthread-exit", argv[0]);
+  CHECK_DL(dl_sync_set_backend(kDLCUDA, host_backend()));
+  if (strcmp(argv[1], "stress") == 0)
+    run_stress();
+  else if (strcmp(argv[1], "cache-owner") == 0)
+    run_cache_owner();
+  else if (strcmp(argv[1], "pthread-exit") == 0)
+    run_pthread_exit();
+  else
+    FAIL("unknown mode %s", argv[1]);
+  CHECK_DL(dl_sync_shutdown());
+  CHECK_INT(host_events_destroyed(), host_events_created());
+  CHECK_DL(dl_sync_set_backend(kDLCUDA, NULL));
+  printf("%s: passed\n", argv[1]);
+  return 0;
+}
