@@ -185,6 +185,20 @@ static void test_external_wait_without_runtime_support_is_enotsup(void **state) 
   assert_error_mentions("no external event-wait nodes");
 }
 
+/* External waits without graph user objects (HIP 6.4.2 with user objects missing): the
+   graph could not own the event, so the case is ENOTSUP too, never a call through NULL. */
+static void test_external_wait_without_user_objects_is_enotsup(void **state) {
+  (void)state;
+  int (*saved)(void *, void *, void *, void (*)(void *)) = mock_backend.graph_retain;
+  mock_backend.graph_retain = NULL;
+  expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
+  expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_ACTIVE, 9, 0);
+  int status = dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B));
+  mock_backend.graph_retain = saved;
+  assert_int_equal(status, DL_SYNC_ENOTSUP);
+  assert_error_mentions("no graph user objects");
+}
+
 static void test_legacy_consumer_under_capture_is_ecapture(void **state) {
   (void)state;
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_ACTIVE, 7, 0);
@@ -474,6 +488,7 @@ int main(void) {
       DEP_TEST(test_invalidated_capture_is_ecapture),
       DEP_TEST(test_capturing_consumer_gets_an_external_wait_owned_by_the_graph),
       DEP_TEST(test_external_wait_without_runtime_support_is_enotsup),
+      DEP_TEST(test_external_wait_without_user_objects_is_enotsup),
       DEP_TEST(test_legacy_consumer_under_capture_is_ecapture),
       DEP_TEST(test_none_under_capture_is_no_sync_under_the_opt_in_policy),
       DEP_TEST(test_capture_query_failure_propagates),

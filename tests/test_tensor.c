@@ -371,6 +371,43 @@ static void test_event_of_another_runtime_family_is_an_error(void **state) {
   assert_int_equal(pool().outstanding, 0);
 }
 
+/* A record shorter than the ABI's (a corrupt or truncated one) is never read past its size
+   claim: EINVAL naming the size, for every call that reads it. */
+static void test_a_short_owner_record_is_corrupt(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  record_of(&p)->size = sizeof(dl_sync_tensor_event_owner) - 8;
+  assert_int_equal(dl_sync_tensor_has_event(&p.versioned), DL_SYNC_EINVAL);
+  assert_error_mentions("owner record of 88 bytes (expected at least 96)");
+  assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
+  record_of(&p)->size = sizeof(dl_sync_tensor_event_owner);
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(pool().outstanding, 0);
+}
+
+/* A copy of a tensor taken before it was deleted: its manager_ctx still points at the
+   owner record, which a graph's reference keeps alive. The deletion marks the record, so
+   the stale copy reads as corrupt, never as a live event of the producer. */
+static void test_a_deleted_tensors_record_reads_as_corrupt(void **state) {
+  (void)state;
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(NULL, 0)));
+  const dl_sync_tensor_event_owner *r = record_of(&p);
+  r->retain(r->event_ctx); /* as a graph waiting on the event would */
+  void (*release)(void *) = r->release;
+  void *event_ctx = r->event_ctx;
+  DLManagedTensorVersioned stale = p.versioned;
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(dl_sync_tensor_has_event(&stale), DL_SYNC_EINVAL);
+  assert_error_mentions("the tensor was already deleted");
+  release(event_ctx);
+  assert_int_equal(pool().outstanding, 0);
+}
+
 static void test_owner_record_is_the_public_abi(void **state) {
   (void)state;
   producer_tensor p;
@@ -482,6 +519,8 @@ int main(void) {
       TENSOR_TEST(test_event_of_an_unknown_abi_major_is_an_error),
       TENSOR_TEST(test_event_of_another_runtime_family_is_an_error),
       TENSOR_TEST(test_owner_record_is_the_public_abi),
+      TENSOR_TEST(test_a_short_owner_record_is_corrupt),
+      TENSOR_TEST(test_a_deleted_tensors_record_reads_as_corrupt),
       TENSOR_TEST(test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor),
       TENSOR_TEST(test_near_misses_of_the_deleter_are_foreign),
       TENSOR_TEST(test_the_shared_library_deleters_are_visible_to_other_copies),

@@ -11,6 +11,7 @@ static PyMethodDef *const areas[] = {
     dl_sync_py_policy_methods,
     dl_sync_py_group_methods,
     dl_sync_py_runtime_methods,
+    dl_sync_py_status_methods,
 };
 
 static int add_constants(PyObject *module) {

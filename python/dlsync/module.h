@@ -18,6 +18,8 @@ extern PyMethodDef dl_sync_py_policy_methods[];
 extern PyMethodDef dl_sync_py_group_methods[];
 /* _runtime, behind dlsync.runtime (runtime.c) */
 extern PyMethodDef dl_sync_py_runtime_methods[];
+/* _raise_status (status.c) */
+extern PyMethodDef dl_sync_py_status_methods[];
 
 /* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
 PyObject *dl_sync_py_sim_module(void);

@@ -3,6 +3,7 @@ kinds and messages, the stream-object protocols and the capture policy."""
 import unittest
 
 import dlsync
+from dlsync._dlsync import _raise_status
 
 CUDA_TYPES = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 ROCM_TYPES = (10, 11)  # kDLROCM, kDLROCMHost
@@ -180,6 +181,14 @@ class EveryProtocol(CudaStreamV0):
     ptr = 222
 
 
+class TorchAndCuPy:
+    """Both attribute protocols: .cuda_stream (PyTorch's) is the one read."""
+
+    def __init__(self, address):
+        self.cuda_stream = address
+        self.ptr = address + 4096
+
+
 class StreamObjects(unittest.TestCase):
     """Each protocol yields the handle, observed through stream_to_arg (handles > 2 come
     back as themselves)."""
@@ -196,6 +205,9 @@ class StreamObjects(unittest.TestCase):
 
     def test_cuda_stream_protocol_comes_first(self):
         self.assertEqual(self.handle(EveryProtocol(HANDLE)), HANDLE)
+
+    def test_cuda_stream_attribute_comes_before_ptr(self):
+        self.assertEqual(self.handle(TorchAndCuPy(HANDLE)), HANDLE)
 
     def test_stream_objects_everywhere(self):
         dlsync.export((2, 0), CudaStreamV0(HANDLE), -1)
@@ -218,8 +230,14 @@ class StreamObjects(unittest.TestCase):
             def __cuda_stream__(self):
                 raise KeyError("from the stream")
 
+        class ThreeItems:
+            def __cuda_stream__(self):
+                return (0, HANDLE, 7)
+
         with self.assertRaisesRegex(TypeError, r"expected a \(version, address\) tuple"):
             self.handle(NotATuple())
+        with self.assertRaisesRegex(TypeError, r"returned \(0, \d+, 7\): expected a \(version"):
+            self.handle(ThreeItems())
         with self.assertRaisesRegex(KeyError, "from the stream"):
             self.handle(Raises())
         with self.assertRaisesRegex(TypeError, "expected an int stream handle"):
@@ -236,6 +254,11 @@ class StreamObjects(unittest.TestCase):
             dlsync.export((2, 0), 2**64, -1)
         with self.assertRaisesRegex(TypeError, "a bool is not a stream"):
             dlsync.export((2, 0), True, -1)
+        # A bool behind a protocol is no handle either (True would be the legacy stream).
+        with self.assertRaisesRegex(TypeError, "its .ptr is True: expected an int stream handle"):
+            dlsync.export((2, 0), CuPyLikeStream(True), -1)
+        with self.assertRaisesRegex(TypeError, "expected an int stream handle"):
+            dlsync.export((2, 0), CudaStreamV0(False), -1)
 
     def test_not_a_stream(self):
         with self.assertRaises(TypeError) as raised:
@@ -247,6 +270,26 @@ class StreamObjects(unittest.TestCase):
 
 
 class ExceptionKinds(unittest.TestCase):
+    def test_every_status_has_its_exception(self):
+        """The status table of dlsync/status.h: each status, the exception it becomes."""
+        expected = {
+            -1: ValueError,  # DL_SYNC_EINVAL
+            -2: BufferError,  # DL_SYNC_ENOTSUP
+            -3: BufferError,  # DL_SYNC_ENODEV
+            -4: BufferError,  # DL_SYNC_ECAPTURE
+            -5: MemoryError,  # DL_SYNC_ENOMEM
+            -6: RuntimeError,  # DL_SYNC_EBACKEND
+            -99: RuntimeError,  # a status this build does not know
+        }
+        self.assertIsNone(_raise_status(0))
+        for status, kind in expected.items():
+            with self.subTest(status=status):
+                with self.assertRaises(Exception) as raised:
+                    _raise_status(status)
+                self.assertIs(type(raised.exception), kind)
+        with self.assertRaises(TypeError):
+            _raise_status("ENOMEM")
+
     def test_push_dep_on_a_streamless_device_has_nothing_to_order(self):
         dlsync.push_dep((1, 0), None, None)
 

@@ -226,7 +226,8 @@ static int hip_error_status(void *ctx, int code) {
     case hipErrorNoDevice:
       return DL_SYNC_ENODEV;
     case hipErrorInvalidDevice:
-      return no_device_answers() ? DL_SYNC_ENODEV : DL_SYNC_EBACKEND;
+      return !dl_sync__runtime_find(&runtime, 0) || no_device_answers() ? DL_SYNC_ENODEV
+                                                                         : DL_SYNC_EBACKEND;
     case hipErrorOutOfMemory:
       return DL_SYNC_ENOMEM;
     default:

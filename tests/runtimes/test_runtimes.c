@@ -1,7 +1,7 @@
 /*
  * The black-box suite over one runtime library, loaded through dlsync's own loader:
  *   test_runtimes cuda|hip <expected version> device|no-device|no-runtime|bad-override|found
- *   test_runtimes driver <expected version> device|no-device|stub|old-driver|no-driver
+ *   test_runtimes driver <expected version> device|no-device|stub|old-driver|no-driver|soname
  * "found" checks which library the loader picks by itself (no override): the one already
  * loaded in the process (TEST_LOAD_FIRST, loaded by the test before dlsync looks), else
  * the newest SONAME on the library path. The driver family runs over dl_sync_cuda_backend()
@@ -123,6 +123,8 @@ static void test_reports_the_runtime_it_loaded(void **state) {
   assert_int_equal(info.version, expected_version);
   assert_string_equal(info.path, getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP"));
   assert_int_equal(info.major, cuda ? expected_version / 1000 : expected_version / 10000000);
+  /* CUDA 12030 is 12.3; HIP 50422804 is 5.4 (patch 22804): decoded here on their own. */
+  assert_int_equal(info.minor, cuda ? expected_version / 10 % 100 : expected_version % 10000000 / 100000);
 }
 
 /* One export per stream argument: the calls it costs on the runtime. */
@@ -349,6 +351,8 @@ static void test_found_the_expected_runtime(void **state) {
   DL_OK(dl_sync_backend_runtime(backend, &info));
   print_message("%s runtime found: %s, version %d\n", backend->name, info.path, (int)info.version);
   assert_int_equal(info.version, expected_version);
+  /* The file the framework loaded, by its path (not the SONAME it answers to). */
+  if (getenv("TEST_LOAD_FIRST") != NULL) assert_string_equal(info.path, getenv("TEST_LOAD_FIRST"));
 }
 
 /* ---- the CUDA driver (test_runtimes driver ...) ------------------------------------- */
@@ -897,6 +901,23 @@ static void test_driver_unusable_is_enodev(void **state) {
   assert_error_mentions(mentions[1]);
 }
 
+/* No override: the driver found by its SONAME on the library path (as on a machine with
+   the NVIDIA driver installed), reported by the file's own path. */
+static void test_driver_found_by_its_soname(void **state) {
+  (void)state;
+  dl_sync_runtime_info info;
+  assert_int_equal(dl_sync_backend_runtime(backend, &info), DL_SYNC_ENODEV);
+  assert_error_mentions("libcuda.so.1 is not loaded yet");
+  DL_OK(dl_sync_export(on(dev0, DL_SYNC_STREAM_PER_THREAD), dl_sync_stream_arg_int(1)));
+  DL_OK(dl_sync_backend_runtime(backend, &info));
+  print_message("driver found: %s, version %d\n", info.path, (int)info.version);
+  assert_int_equal(info.version, expected_version);
+  assert_true(info.path[0] == '/');
+  const char *base = strrchr(info.path, '/') + 1;
+  assert_string_equal(base, "libcuda.so.1");
+  DL_OK(dl_sync_shutdown());
+}
+
 static int driver_main(const char *mode) {
   backend = dl_sync_cuda_backend();
   dev0 = (DLDevice){kDLCUDA, 0};
@@ -933,6 +954,10 @@ static int driver_main(const char *mode) {
     };
     return cmocka_run_group_tests_name("driver_device", tests, driver_setup, NULL);
   }
+  if (strcmp(mode, "soname") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_driver_found_by_its_soname)};
+    return cmocka_run_group_tests_name("driver_soname", tests, NULL, NULL);
+  }
   if (strcmp(mode, "no-device") == 0 || strcmp(mode, "stub") == 0 ||
       strcmp(mode, "old-driver") == 0 || strcmp(mode, "no-driver") == 0) {
     const struct CMUnitTest tests[] = {
@@ -950,7 +975,7 @@ int main(int argc, char **argv) {
                     strcmp(argv[1], "driver") != 0)) {
     fprintf(stderr,
             "usage: %s cuda|hip VERSION device|no-device|no-runtime|bad-override|found\n"
-            "       %s driver VERSION device|no-device|stub|old-driver|no-driver\n",
+            "       %s driver VERSION device|no-device|stub|old-driver|no-driver|soname\n",
             argv[0], argv[0]);
     return 2;
   }
