@@ -13,7 +13,6 @@
 #if !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* dladdr */
 #endif
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -62,12 +61,15 @@ static int32_t verdict_of(uintptr_t address) {
 }
 
 /* Verdicts, filled once each and never overwritten: readers match an address with an
-   acquire load and then read its verdict; writers take the lock. When the cache is full,
-   deleters beyond it are judged by dladdr on every call (still correct). */
+   acquire load and then read its verdict; a writer claims a slot, fills the verdict and
+   publishes the address with a release store. No lock: a forked child can never inherit
+   one held. A reader that meets a claimed slot not yet published judges the deleter
+   itself (dladdr), and may publish it again further on: equal verdicts, still correct.
+   When the cache is full, deleters beyond it are judged on every call. */
 enum { CACHE_SLOTS = 64 };
 static _Atomic uintptr_t cached_address[CACHE_SLOTS];
 static int32_t cached_verdict[CACHE_SLOTS];
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool claimed[CACHE_SLOTS];
 
 static int cache_find(uintptr_t address, int32_t *verdict) {
   for (size_t i = 0; i < CACHE_SLOTS; i++) {
@@ -81,29 +83,15 @@ static int cache_find(uintptr_t address, int32_t *verdict) {
   return 0;
 }
 
-/* fork() while another thread holds the lock: the child would inherit it held, by a
-   thread it does not have. The critical section never blocks, so fork waits for it. */
-static void lock_cache(void) { pthread_mutex_lock(&cache_lock); }
-static void unlock_cache(void) { pthread_mutex_unlock(&cache_lock); }
-static void register_fork_handlers(void) { pthread_atfork(lock_cache, unlock_cache, unlock_cache); }
-
 static int32_t cache_insert(uintptr_t address, int32_t verdict) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, register_fork_handlers); /* at first use: nothing runs at load */
-  pthread_mutex_lock(&cache_lock);
   for (size_t i = 0; i < CACHE_SLOTS; i++) {
-    uintptr_t at = atomic_load_explicit(&cached_address[i], memory_order_relaxed);
-    if (at == address) {
-      verdict = cached_verdict[i]; /* another thread was first */
-      break;
-    }
-    if (at == 0) {
-      cached_verdict[i] = verdict;
-      atomic_store_explicit(&cached_address[i], address, memory_order_release);
-      break;
-    }
+    uintptr_t at = atomic_load_explicit(&cached_address[i], memory_order_acquire);
+    if (at == address) return cached_verdict[i]; /* another thread was first */
+    if (at != 0 || atomic_exchange_explicit(&claimed[i], 1, memory_order_relaxed)) continue;
+    cached_verdict[i] = verdict;
+    atomic_store_explicit(&cached_address[i], address, memory_order_release);
+    return verdict;
   }
-  pthread_mutex_unlock(&cache_lock);
   return verdict;
 }
 

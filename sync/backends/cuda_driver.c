@@ -90,7 +90,6 @@ static CUresult init_code;
 static int device_count;
 static CUdevice devices[DL_SYNC__CUDA_MAX_DEVICES];
 static _Atomic(CUcontext) primary[DL_SYNC__CUDA_MAX_DEVICES];
-static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void init(void) {
   init_code = api.cuInit(0);
@@ -135,19 +134,14 @@ static int cu_get_device(void *ctx, int32_t *device_id) {
   return code;
 }
 
-/* Device N's primary context, retained once for the life of the process (the runtime
-   keeps it so too). */
+/* Device N's primary context, retained for the life of the process (the runtime keeps
+   it so too). No lock (a forked child must never meet one held): two threads that race
+   retain it twice, which only raises a count that is never released. */
 static CUresult primary_context(int32_t device_id, CUcontext *context) {
   *context = atomic_load(&primary[device_id]);
   if (*context != NULL) return CUDA_SUCCESS;
-  pthread_mutex_lock(&primary_lock);
-  CUresult code = CUDA_SUCCESS;
-  *context = atomic_load(&primary[device_id]);
-  if (*context == NULL) {
-    code = api.cuDevicePrimaryCtxRetain(context, devices[device_id]);
-    if (code == CUDA_SUCCESS) atomic_store(&primary[device_id], *context);
-  }
-  pthread_mutex_unlock(&primary_lock);
+  CUresult code = api.cuDevicePrimaryCtxRetain(context, devices[device_id]);
+  if (code == CUDA_SUCCESS) atomic_store(&primary[device_id], *context);
   return code;
 }
 
@@ -350,3 +344,5 @@ const dl_sync_backend *dl_sync_cuda_backend(void) {
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend) {
   return backend == &cuda_driver_backend ? &driver : NULL;
 }
+
+dl_sync__runtime *dl_sync__cuda_driver(void) { return &driver; }

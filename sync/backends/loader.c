@@ -115,9 +115,24 @@ static int open_library(dl_sync__runtime *rt, int may_load, int *final) {
   return open_loaded(rt);
 }
 
+/* The libraries' locks are held around fork(), so that a child never inherits one held by
+   a thread it does not have (a search takes them only while a library is looked for). */
+static dl_sync__runtime *every_runtime(size_t i) {
+  return i == 0 ? dl_sync__cuda_driver() : i == 1 ? dl_sync__cudart_runtime() : dl_sync__hip_runtime();
+}
+static void lock_all(void) {
+  for (size_t i = 0; i < 3; i++) pthread_mutex_lock(&every_runtime(i)->lock);
+}
+static void unlock_all(void) {
+  for (size_t i = 3; i-- > 0;) pthread_mutex_unlock(&every_runtime(i)->lock);
+}
+static void watch_fork(void) { pthread_atfork(lock_all, unlock_all, unlock_all); }
+
 int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load) {
   int state = atomic_load_explicit(&rt->state, memory_order_acquire);
   if (state != DL_SYNC__RUNTIME_UNFOUND) return state == DL_SYNC__RUNTIME_READY;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, watch_fork); /* at the first search: nothing runs at load */
   pthread_mutex_lock(&rt->lock);
   state = atomic_load_explicit(&rt->state, memory_order_relaxed);
   if (state == DL_SYNC__RUNTIME_UNFOUND) {

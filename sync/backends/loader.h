@@ -56,5 +56,9 @@ int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC_
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend);
 dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend);
 dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend);
+/* The same libraries, without a search. */
+dl_sync__runtime *dl_sync__cuda_driver(void);
+dl_sync__runtime *dl_sync__cudart_runtime(void);
+dl_sync__runtime *dl_sync__hip_runtime(void);
 
 #endif /* DL_SYNC_LOADER_H_ */
