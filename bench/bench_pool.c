@@ -46,6 +46,7 @@ static void report(const char *name, double value, const char *unit) {
 typedef struct pool_run {
   pthread_t thread;
   dl_sync__pool *pool;
+  DLDevice device;
   int cached; /* borrow + return through the thread cache */
   double ns_per_op;
   double cpu_ns_per_op;
@@ -65,8 +66,9 @@ static void *time_pool(void *arg) {
   for (int i = 0; i < POOL_OPS; i++) {
     void *event;
     if (r->cached) {
-      dl_sync__pool_borrow(r->pool, "bench", &guard, &event);
-      dl_sync__pool_return(r->pool, event);
+      dl_sync__borrowed borrowed;
+      dl_sync__pool_borrow("bench", &null_backend, r->device, NULL, &guard, &borrowed);
+      dl_sync__pool_return(&borrowed);
     } else {
       dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
       dl_sync__pool_release(r->pool, event);
@@ -84,7 +86,8 @@ static void bench_pool(int cached) {
       atomic_store(&pool_go, 0);
       for (int t = 0; t < threads; t++) {
         runs[t].cached = cached;
-        dl_sync__pool_get("bench", &null_backend, (DLDevice){kDLCUDA, t % devices}, NULL, &runs[t].pool);
+        runs[t].device = (DLDevice){kDLCUDA, t % devices};
+        dl_sync__pool_get("bench", &null_backend, runs[t].device, NULL, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);

@@ -135,17 +135,22 @@ int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice
   }
 }
 
+int dl_sync__stream_context(const char *func, const dl_sync_backend *backend,
+                            dl_sync__device_guard *guard, dl_sync_stream stream, void **context) {
+  *context = NULL;
+  if (backend->stream_context == NULL) return DL_SYNC_OK;
+  int status = dl_sync__device_guard_use_stream(guard, func, stream);
+  if (status != DL_SYNC_OK) return status;
+  int code = backend->stream_context(backend->ctx, stream.handle, context);
+  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(func, backend, 2, code, stream.device);
+}
+
 int dl_sync__pool_for_stream(const char *func, const dl_sync_backend *backend,
                              dl_sync__device_guard *guard, dl_sync_stream stream,
                              dl_sync__pool **out) {
   void *context = NULL;
-  if (backend->stream_context != NULL) {
-    int status = dl_sync__device_guard_use_stream(guard, func, stream);
-    if (status != DL_SYNC_OK) return status;
-    int code = backend->stream_context(backend->ctx, stream.handle, &context);
-    if (code != 0) return dl_sync__context_error(func, backend, 2, code, stream.device);
-  }
-  return dl_sync__pool_get(func, backend, stream.device, context, out);
+  int status = dl_sync__stream_context(func, backend, guard, stream, &context);
+  return status != DL_SYNC_OK ? status : dl_sync__pool_get(func, backend, stream.device, context, out);
 }
 
 static void *ring_pop(dl_sync__pool *pool, int oldest) {
@@ -361,17 +366,12 @@ static thread_cache *cache_of_this_thread(void) {
   return cache;
 }
 
-/* The calling thread's slot for pool; NULL when pool must be used directly. */
-static cache_slot *slot_for(dl_sync__pool *pool) {
-  if (pool->backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) return NULL;
-  thread_cache *cache = cache_of_this_thread();
-  if (cache == NULL) return NULL;
+/* A free slot of cache for pool, flushing one in turn when all are bound. */
+static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *pool) {
   cache_slot *unbound = NULL;
-  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
-    dl_sync__pool *owner = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
-    if (owner == pool) return &cache->slots[i];
-    if (owner == NULL && unbound == NULL) unbound = &cache->slots[i];
-  }
+  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS && unbound == NULL; i++)
+    if (atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED) == NULL)
+      unbound = &cache->slots[i];
   if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
     unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
     pthread_mutex_lock(&caches_lock); /* stats see the events in one place or the other */
@@ -382,27 +382,51 @@ static cache_slot *slot_for(dl_sync__pool *pool) {
   return unbound;
 }
 
-int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
-                         void **event) {
-  cache_slot *slot = slot_for(pool);
-  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
-  if (count == 0) return dl_sync__pool_acquire(pool, func, guard, event);
-  *event = slot->events[count - 1];
-  atomic_store_explicit(&slot->count, count - 1, DL_SYNC__RELAXED);
-  uint_fast64_t acquired = atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
-  atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
-  return DL_SYNC_OK;
+/* The slot of this thread bound to the pool of (backend, device, context), or NULL. */
+static cache_slot *bound_slot(thread_cache *cache, const dl_sync_backend *backend,
+                              int32_t device_id, void *context) {
+  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
+    dl_sync__pool *pool = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
+    if (pool != NULL && pool->backend == backend && pool->device.device_id == device_id &&
+        pool->context == context)
+      return &cache->slots[i];
+  }
+  return NULL;
 }
 
-void dl_sync__pool_return(dl_sync__pool *pool, void *event) {
-  cache_slot *slot = slot_for(pool);
+int dl_sync__pool_borrow(const char *func, const dl_sync_backend *backend, DLDevice device,
+                         void *context, dl_sync__device_guard *guard, dl_sync__borrowed *out) {
+  out->slot = NULL;
+  thread_cache *cache = (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0
+                            ? cache_of_this_thread()
+                            : NULL;
+  cache_slot *slot = cache != NULL ? bound_slot(cache, backend, device.device_id, context) : NULL;
+  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
+  if (count != 0) { /* the steady state: no lock, no pool lookup */
+    out->event = slot->events[count - 1];
+    out->pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
+    out->slot = slot;
+    atomic_store_explicit(&slot->count, count - 1, DL_SYNC__RELAXED);
+    uint_fast64_t acquired = atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+    atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
+    return DL_SYNC_OK;
+  }
+  int status = dl_sync__pool_get(func, backend, device, context, &out->pool);
+  if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, func, guard, &out->event);
+  if (status == DL_SYNC_OK && cache != NULL)
+    out->slot = slot != NULL ? slot : bind_slot(cache, out->pool);
+  return status;
+}
+
+void dl_sync__pool_return(const dl_sync__borrowed *borrowed) {
+  cache_slot *slot = borrowed->slot;
   unsigned count =
       slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : DL_SYNC__CACHE_EVENTS;
   if (count == DL_SYNC__CACHE_EVENTS) {
-    dl_sync__pool_release(pool, event);
+    dl_sync__pool_release(borrowed->pool, borrowed->event);
     return;
   }
-  slot->events[count] = event;
+  slot->events[count] = borrowed->event;
   atomic_store_explicit(&slot->count, count + 1, DL_SYNC__RELAXED);
 }
 

@@ -160,8 +160,7 @@ static int order_stream(dl_sync__dep *d, dl_sync_stream producer) {
     return dl_sync__error(DL_SYNC_EINVAL, d->func,
                           "it is served by the '%s' backend and the consumer by '%s'",
                           backend != NULL ? backend->name : "no", d->backend->name);
-  d->src = producer;
-  d->pool = NULL; /* the producer's own, found when needed */
+  dl_sync__dep_set_source(d, producer);
   return dl_sync__dep_order(d);
 }
 
@@ -196,10 +195,11 @@ int dl_sync_group_wait(dl_sync_group *group) {
     empty(group);
     return DL_SYNC_OK;
   }
-  dl_sync__dep d = {.func = func, .dst = group->consumer};
-  status = dl_sync__backend_for(func, group->consumer.device, &d.backend);
+  const dl_sync_backend *backend = NULL;
+  status = dl_sync__backend_for(func, group->consumer.device, &backend);
+  dl_sync__dep d;
   if (status == DL_SYNC_OK) {
-    dl_sync__device_guard_init(&d.guard, d.backend);
+    dl_sync__dep_init(&d, func, backend, group->consumer, 0);
     status = order_all(&d, group);
     status = dl_sync__device_guard_end(&d.guard, func, group->consumer.device, status);
   }

@@ -87,13 +87,23 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
-/* dl_sync__pool_acquire and _release through the calling thread's cache of idle events,
-   so that threads working on one device do not contend for its pool. Only for an event
-   that the calling thread takes and gives back within one call; an event that outlives
-   the call (owned by a graph or a tensor) goes back with dl_sync__pool_release. */
-int dl_sync__pool_borrow(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
-                         void **event);
-void dl_sync__pool_return(dl_sync__pool *pool, void *event);
+/* The context of stream (NULL for backends without contexts). */
+int dl_sync__stream_context(const char *func, const dl_sync_backend *backend,
+                            dl_sync__device_guard *guard, dl_sync_stream stream, void **context);
+/* An event borrowed for one call: where it came from and goes back to. */
+typedef struct dl_sync__borrowed {
+  void *event;
+  dl_sync__pool *pool;
+  void *slot; /* the calling thread's cache slot, or NULL */
+} dl_sync__borrowed;
+/* An idle event of the pool of (backend, device, context), through the calling thread's
+   cache of idle events, so that threads working on one device do not contend for its
+   pool (in steady state no lock and no pool lookup). Only for an event that the calling
+   thread takes and gives back within one call; an event that outlives the call (owned by
+   a graph or a tensor) comes from dl_sync__pool_acquire. */
+int dl_sync__pool_borrow(const char *func, const dl_sync_backend *backend, DLDevice device,
+                         void *context, dl_sync__device_guard *guard, dl_sync__borrowed *out);
+void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
 /* Keeps the object that holds dlsync's code mapped for good: called before a graph may
    call back into dlsync after its holder was unloaded. */
 void dl_sync__pin_code(void);
@@ -117,6 +127,10 @@ typedef struct dl_sync__dep {
   dl_sync_capture_info dst_capture;
 } dl_sync__dep;
 
+/* Fills d for dependencies into dst; the source is set per dependency. */
+void dl_sync__dep_init(dl_sync__dep *d, const char *func, const dl_sync_backend *backend,
+                       dl_sync_stream dst, int none_arg);
+void dl_sync__dep_set_source(dl_sync__dep *d, dl_sync_stream src);
 /* stream's capture state, its device made current by guard when it is a default stream;
    ECAPTURE for an invalidated capture (dl_sync__capture_usable). */
 int dl_sync__capture_query(const char *func, const dl_sync_backend *b,

@@ -79,13 +79,15 @@ static int src_pool(dep *d) {
 
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 static int record_and_wait(dep *d) {
-  void *event = NULL;
-  int status = src_pool(d);
-  if (status == DL_SYNC_OK) status = dl_sync__pool_borrow(d->pool, d->func, &d->guard, &event);
+  void *context = NULL;
+  dl_sync__borrowed event;
+  int status = dl_sync__stream_context(d->func, d->backend, &d->guard, d->src, &context);
+  if (status == DL_SYNC_OK)
+    status = dl_sync__pool_borrow(d->func, d->backend, d->src.device, context, &d->guard, &event);
   if (status != DL_SYNC_OK) return status;
-  status = record(d, event);
-  if (status == DL_SYNC_OK) status = wait(d, event, 0);
-  dl_sync__pool_return(d->pool, event);
+  status = record(d, event.event);
+  if (status == DL_SYNC_OK) status = wait(d, event.event, 0);
+  dl_sync__pool_return(&event);
   return status;
 }
 
@@ -190,7 +192,35 @@ int dl_sync__dep_order(dep *d) {
                         d->src.handle, d->dst.handle);
 }
 
-static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, int none_arg) {
+void dl_sync__dep_init(dep *d, const char *func, const dl_sync_backend *backend,
+                       dl_sync_stream dst, int none_arg) {
+  d->func = func;
+  d->dst = dst;
+  d->backend = backend;
+  d->pool = NULL;
+  d->none_arg = none_arg;
+  d->dst_queried = 0;
+  dl_sync__device_guard_init(&d->guard, backend);
+}
+
+void dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
+  d->src = src;
+  d->pool = NULL; /* the source's own, found when needed */
+}
+
+/* src before dst: canonical views of valid devices of one family with streams, served by
+   backend, two different streams. */
+static int order(const char *func, const dl_sync_backend *backend, dl_sync_stream src,
+                 dl_sync_stream dst, int none_arg) {
+  dep d;
+  dl_sync__dep_init(&d, func, backend, dst, none_arg);
+  dl_sync__dep_set_source(&d, src);
+  int status = dl_sync__dep_order(&d);
+  return dl_sync__device_guard_end(&d.guard, func, src.device, status);
+}
+
+int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
+  static const char *const func = "dl_sync_push_dep";
   int status = dl_sync__check_device(func, "src", src.device);
   if (status == DL_SYNC_OK) status = dl_sync__check_device(func, "dst", dst.device);
   if (status != DL_SYNC_OK) return status;
@@ -204,41 +234,55 @@ static int push_dep(const char *func, dl_sync_stream src, dl_sync_stream dst, in
                           dl_sync__device_type_name(dst.device.device_type),
                           (int)dst.device.device_id);
   if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
+  src = dl_sync_stream_view(src.device, src.handle);
+  dst = dl_sync_stream_view(dst.device, dst.handle);
+  if (dl_sync__same_stream(src, dst)) return DL_SYNC_OK; /* ordered with itself */
 
-  dep d = {.func = func, .none_arg = none_arg};
-  d.src = dl_sync_stream_view(src.device, src.handle);
-  d.dst = dl_sync_stream_view(dst.device, dst.handle);
-  if (dl_sync__same_stream(d.src, d.dst)) return DL_SYNC_OK; /* ordered with itself */
-
-  status = dl_sync__backend_for(func, src.device, &d.backend);
+  const dl_sync_backend *backend = NULL;
+  status = dl_sync__backend_for(func, src.device, &backend);
   if (status != DL_SYNC_OK) return status;
-  if (dl_sync_get_backend(dst.device.device_type) != d.backend)
+  const dl_sync_backend *dst_backend = dl_sync_get_backend(dst.device.device_type);
+  if (dst_backend != backend)
     return dl_sync__error(DL_SYNC_EINVAL, func,
                           "src (%s) and dst (%s) are served by different backends ('%s' and "
                           "'%s')",
                           dl_sync__device_type_name(src.device.device_type),
-                          dl_sync__device_type_name(dst.device.device_type), d.backend->name,
-                          dl_sync_get_backend(dst.device.device_type) != NULL
-                              ? dl_sync_get_backend(dst.device.device_type)->name
-                              : "none");
-  dl_sync__device_guard_init(&d.guard, d.backend);
-  status = dl_sync__dep_order(&d);
-  return dl_sync__device_guard_end(&d.guard, func, src.device, status);
+                          dl_sync__device_type_name(dst.device.device_type), backend->name,
+                          dst_backend != NULL ? dst_backend->name : "none");
+  return order(func, backend, src, dst, 0);
 }
 
-int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
-  return push_dep("dl_sync_push_dep", src, dst, 0);
+/* The cases that need no runtime: -1, and the producer's own stream (a handle > 2, which
+   every view leaves as it is), on a valid device of a family with streams. */
+static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  int family = dl_sync__family(producer.device.device_type);
+  if (family != DL_SYNC__FAMILY_CUDA && family != DL_SYNC__FAMILY_ROCM) return 0;
+  if (producer.device.device_id < 0 || producer.device.device_id >= DL_SYNC_MAX_DEVICES) return 0;
+  return !consumer.is_none &&
+         (consumer.value == -1 ||
+          (consumer.value > 2 && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
-int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+/* Kept out of line, so that the cases without a runtime call pay for no stack frame. */
+__attribute__((noinline)) static int export_through_backend(dl_sync_stream producer,
+                                                            dl_sync_stream_arg consumer) {
+  static const char *const func = "dl_sync_export";
   dl_sync_stream consumer_stream;
   int needs_sync = 0;
   int status = dl_sync_stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
   if (status != DL_SYNC_OK || !needs_sync) return status;
-  /* The device is valid now: the same stream needs no further look. */
-  if (dl_sync__canonical_handle(producer.device, producer.handle) == consumer_stream.handle)
-    return DL_SYNC_OK;
-  return push_dep("dl_sync_export", producer, consumer_stream, consumer.is_none);
+  /* The device is valid now, and the consumer's is the producer's. */
+  producer = dl_sync_stream_view(producer.device, producer.handle);
+  if (producer.handle == consumer_stream.handle) return DL_SYNC_OK;
+  const dl_sync_backend *backend = NULL;
+  status = dl_sync__backend_for(func, producer.device, &backend);
+  if (status != DL_SYNC_OK) return status;
+  return order(func, backend, producer, consumer_stream, consumer.is_none);
+}
+
+int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  return needs_no_sync(producer, consumer) ? DL_SYNC_OK
+                                           : export_through_backend(producer, consumer);
 }
 
 int dl_sync_set_capture_policy(int policy) {

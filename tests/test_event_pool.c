@@ -218,8 +218,11 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   void *parents = NULL, *idle = NULL;
   assert_int_equal(dl_sync__pool_acquire(pool, "test", &guard, &idle), DL_SYNC_OK);
   dl_sync__pool_release(pool, idle); /* for the shutdown below to block on */
-  assert_int_equal(dl_sync__pool_borrow(pool, "test", &guard, &parents), DL_SYNC_OK);
-  dl_sync__pool_return(pool, parents); /* held by this thread's cache now */
+  dl_sync__borrowed borrowed;
+  assert_int_equal(dl_sync__pool_borrow("test", &cached, device, NULL, &guard, &borrowed),
+                   DL_SYNC_OK);
+  parents = borrowed.event;
+  dl_sync__pool_return(&borrowed); /* held by this thread's cache now */
 
   pthread_t shutting_down;
   assert_int_equal(pthread_create(&shutting_down, NULL, shut_down, NULL), 0);
@@ -231,14 +234,14 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   if (child == 0) {
     alarm(20); /* a deadlock ends the child by signal, and the test fails */
     destroy_released = 1; /* the child's own events are destroyed without blocking */
-    dl_sync__pool *fresh = NULL;
-    void *event = NULL;
+    dl_sync__borrowed fresh = {0};
     dl_sync__device_guard child_guard;
     dl_sync__device_guard_init(&child_guard, &cached);
-    int clean = dl_sync__pool_get("test", &cached, device, NULL, &fresh) == DL_SYNC_OK &&
-                dl_sync__pool_borrow(fresh, "test", &child_guard, &event) == DL_SYNC_OK &&
-                event != parents && event != idle;
-    if (clean) dl_sync__pool_return(fresh, event);
+    int clean = dl_sync__pool_borrow("test", &cached, device, NULL, &child_guard, &fresh) ==
+                    DL_SYNC_OK &&
+                fresh.event != parents && fresh.event != idle;
+    void *event = fresh.event;
+    if (clean) dl_sync__pool_return(&fresh);
     clean = clean && dl_sync_shutdown() == DL_SYNC_OK && destroyed[as_number(event)] == 1 &&
             destroyed[as_number(parents)] == 0;
     _exit(clean ? 0 : 1);
