@@ -67,10 +67,10 @@ static void *time_pool(void *arg) {
     void *event;
     if (r->cached) {
       dl_sync__borrowed borrowed;
-      dl_sync__pool_borrow("bench", &null_backend, r->device, NULL, &guard, &borrowed);
+      dl_sync__pool_borrow(&null_backend, r->device, NULL, &guard, &borrowed);
       dl_sync__pool_return(&borrowed);
     } else {
-      dl_sync__pool_acquire(r->pool, "bench", &guard, &event);
+      dl_sync__pool_acquire(r->pool, &guard, &event);
       dl_sync__pool_release(r->pool, event);
     }
   }
@@ -87,7 +87,7 @@ static void bench_pool(int cached) {
       for (int t = 0; t < threads; t++) {
         runs[t].cached = cached;
         runs[t].device = (DLDevice){kDLCUDA, t % devices};
-        dl_sync__pool_get("bench", &null_backend, runs[t].device, NULL, &runs[t].pool);
+        dl_sync__pool_get(&null_backend, runs[t].device, NULL, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);

@@ -7,12 +7,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build/bench-instructions}
 runs=2000
 command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
-if [ ! -x "$build/bench/bench_instructions" ]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_BUILD_BENCH=ON \
-    -DDL_SYNC_BUILD_TESTS=OFF -DDL_SYNC_BUILD_SAMPLES=OFF -DDL_SYNC_BUILD_PYTHON=OFF \
-    >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-  cmake --build "$build" --target bench_instructions -j"$(nproc)" >/dev/null
-fi
+mkdir -p "$(dirname "$build")"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_BUILD_BENCH=ON \
+  -DDL_SYNC_BUILD_TESTS=OFF -DDL_SYNC_BUILD_SAMPLES=OFF -DDL_SYNC_BUILD_PYTHON=OFF \
+  >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+cmake --build "$build" --target bench_instructions -j"$(nproc)" >/dev/null
 echo "| exchange | instructions | backend calls | event creations |"
 echo "|---|---:|---:|---:|"
 for kind in same minus_one cross group; do

@@ -54,18 +54,21 @@ int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
   static const char *const func = "dl_sync_set_backend";
   int family = dl_sync__family(device_type);
   if (family == DL_SYNC__FAMILY_UNKNOWN)
-    return dl_sync__error(DL_SYNC_EINVAL, func,
-                          "unknown device type %d: expected a DLDeviceType of DLPack 1.3",
-                          (int)device_type);
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL,
+                             "unknown device type %d: expected a DLDeviceType of DLPack 1.3",
+                             (int)device_type));
   if (family == DL_SYNC__FAMILY_NONE)
-    return dl_sync__error(DL_SYNC_EINVAL, func,
-                          "device type %d (%s) has no streams: only CUDA and ROCm device "
-                          "types take a backend",
-                          (int)device_type, dl_sync__device_type_name(device_type));
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL,
+                             "device type %d (%s) has no streams: only CUDA and ROCm device "
+                             "types take a backend",
+                             (int)device_type, dl_sync__device_type_name(device_type)));
   const char *missing = backend != NULL ? missing_callback(backend) : NULL;
   if (missing != NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, func, "backend '%s' lacks the required callback %s",
-                          backend->name != NULL ? backend->name : "(unnamed)", missing);
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL, "backend '%s' lacks the required callback %s",
+                             backend->name != NULL ? backend->name : "(unnamed)", missing));
   atomic_store_explicit(&installed[device_type], backend, memory_order_release);
   return DL_SYNC_OK;
 }
@@ -76,10 +79,10 @@ const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {
   return b != NULL ? b : default_backend(device_type);
 }
 
-int dl_sync__backend_for(const char *func, DLDevice device, const dl_sync_backend **out) {
+int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out) {
   *out = dl_sync_get_backend(device.device_type);
   if (*out != NULL) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ENOTSUP, func,
+  return dl_sync__error(DL_SYNC_ENOTSUP,
                         "no backend for %s:%d: its device type has no runtime backend and none "
                         "was installed with dl_sync_set_backend",
                         dl_sync__device_type_name(device.device_type), (int)device.device_id);

@@ -1,6 +1,7 @@
 /* Status names, Python exception kinds and the thread-local error message. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -17,7 +18,7 @@ const char *dl_sync_status_name(int status) {
     case DL_SYNC_OK:
       return "DL_SYNC_OK";
 #define DL_SYNC__STATUS_NAME(name, value, message, exception) \
-  case DL_SYNC_##name:                                       \
+  case DL_SYNC_##name:                                        \
     return "DL_SYNC_" #name;
       DL_SYNC_STATUS_MAP(DL_SYNC__STATUS_NAME)
 #undef DL_SYNC__STATUS_NAME
@@ -30,7 +31,7 @@ const char *dl_sync_python_exception(int status) {
     case DL_SYNC_OK:
       return NULL;
 #define DL_SYNC__STATUS_EXCEPTION(name, value, message, exception) \
-  case DL_SYNC_##name:                                            \
+  case DL_SYNC_##name:                                             \
     return exception;
       DL_SYNC_STATUS_MAP(DL_SYNC__STATUS_EXCEPTION)
 #undef DL_SYNC__STATUS_EXCEPTION
@@ -38,27 +39,57 @@ const char *dl_sync_python_exception(int status) {
   return "RuntimeError";
 }
 
-int dl_sync__error(int status, const char *func, const char *fmt, ...) {
-  int n = snprintf(last_message, sizeof last_message, "%s: ", func);
-  if (n < 0 || (size_t)n >= sizeof last_message) return status;
+int dl_sync__error(int status, const char *fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  vsnprintf(last_message + n, sizeof last_message - (size_t)n, fmt, args);
+  vsnprintf(last_message, sizeof last_message, fmt, args);
   va_end(args);
   return status;
 }
 
-int dl_sync__runtime_call_error(const char *func, const dl_sync_backend *backend,
-                                const char *call, int code, DLDevice device) {
-  return dl_sync__error(backend->error_status(backend->ctx, code), func,
-                        "[%s][%s] %s (%s backend, %s:%d)", call,
-                        backend->error_name(backend->ctx, code),
-                        backend->error_string(backend->ctx, code), backend->name,
-                        dl_sync__device_type_name(device.device_type), (int)device.device_id);
+/* Puts text (n bytes) in front of the message, which is cut at the buffer's end. */
+static void prepend(const char *text, size_t n) {
+  size_t kept = strlen(last_message);
+  if (n >= sizeof last_message) n = sizeof last_message - 1;
+  if (kept > sizeof last_message - 1 - n) kept = sizeof last_message - 1 - n;
+  memmove(last_message + n, last_message, kept);
+  memcpy(last_message, text, n);
+  last_message[n + kept] = '\0';
 }
 
-int dl_sync__runtime_error(const char *func, const dl_sync_backend *backend, dl_sync_op op,
-                           int code, DLDevice device) {
+int dl_sync__error_context(int status, const char *fmt, ...) {
+  char context[DL_SYNC__MESSAGE_SIZE];
+  va_list args;
+  va_start(args, fmt);
+  int n = vsnprintf(context, sizeof context - 2, fmt, args);
+  va_end(args);
+  if (n < 0) return status;
+  size_t length = strlen(context);
+  memcpy(context + length, ": ", 3);
+  prepend(context, length + 2);
+  return status;
+}
+
+int dl_sync__name_failure(const char *func, int status) {
+  size_t length = strlen(func);
+  char name[128];
+  if (length > sizeof name - 3) length = sizeof name - 3;
+  memcpy(name, func, length);
+  memcpy(name + length, ": ", 2);
+  prepend(name, length + 2);
+  return status;
+}
+
+int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call, int code,
+                                DLDevice device) {
+  return dl_sync__error(
+      backend->error_status(backend->ctx, code), "[%s][%s] %s (%s backend, %s:%d)", call,
+      backend->error_name(backend->ctx, code), backend->error_string(backend->ctx, code),
+      backend->name, dl_sync__device_type_name(device.device_type), (int)device.device_id);
+}
+
+int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
+                           DLDevice device) {
   const char *call = backend->call_names[op] != NULL ? backend->call_names[op] : "?";
-  return dl_sync__runtime_call_error(func, backend, call, code, device);
+  return dl_sync__runtime_call_error(backend, call, code, device);
 }

@@ -1,8 +1,8 @@
 /*
  * The event pool: per backend, device and context (for runtimes with contexts), events
- * created once with timing disabled and reused for ever. Taking or giving back an event locks the pool and moves a pointer: no
- * allocation and no runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE backends add one
- * event query).
+ * created once with timing disabled and reused for ever. Taking or giving back an event locks the
+ * pool and moves a pointer: no allocation and no runtime call (DL_SYNC_BACKEND_QUERY_BEFORE_REUSE
+ * backends add one event query).
  *
  * Every live event has a slot reserved in its pool's ring when it is created, so giving
  * one back never allocates and never fails: that is what lets graph user-object
@@ -43,17 +43,19 @@ static void lock(spinlock *l) {
   }
 }
 
-static void unlock(spinlock *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+static void unlock(spinlock *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
 
 struct dl_sync__pool {
   spinlock lock;
   const dl_sync_backend *backend;
   DLDevice device;
-  void *context;              /* NULL for backends without contexts */
-  dl_sync__pool *next;        /* the device's other pools (other contexts); set once */
-  unsigned generation;        /* fork_generation when made: a child's pools are its own */
-  int retired;                /* left behind by dl_sync_shutdown, under lock */
-  void **ring; /* idle events, oldest at head */
+  void *context;       /* NULL for backends without contexts */
+  dl_sync__pool *next; /* the device's other pools (other contexts); set once */
+  unsigned generation; /* fork_generation when made: a child's pools are its own */
+  int retired;         /* left behind by dl_sync_shutdown, under lock */
+  void **ring;         /* idle events, oldest at head */
   size_t head, count, capacity;
   uint64_t created, destroyed, outstanding, acquired;
 };
@@ -72,7 +74,8 @@ static void watch_fork(void);
 
 static pool_set *find_set(const dl_sync_backend *backend, int claim) {
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
-    const dl_sync_backend *owner = atomic_load_explicit(&pool_sets[i].backend, memory_order_acquire);
+    const dl_sync_backend *owner =
+        atomic_load_explicit(&pool_sets[i].backend, memory_order_acquire);
     if (owner == backend) return &pool_sets[i];
     if (owner == NULL && claim) {
       const dl_sync_backend *expected = NULL;
@@ -104,11 +107,11 @@ static dl_sync__pool *find_pool(dl_sync__pool *pool, void *context) {
   return pool;
 }
 
-int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice device,
-                      void *context, dl_sync__pool **out) {
+int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
+                      dl_sync__pool **out) {
   pool_set *set = find_set(backend, 1);
   if (set == NULL)
-    return dl_sync__error(DL_SYNC_ENOMEM, func,
+    return dl_sync__error(DL_SYNC_ENOMEM,
                           "more than %d distinct backends used: call dl_sync_shutdown() "
                           "before replacing backends",
                           DL_SYNC__MAX_BACKENDS);
@@ -119,7 +122,7 @@ int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice
   watch_fork(); /* registered at first use: nothing runs at library load */
   dl_sync__pool *fresh = pool_new(backend, device, context);
   if (fresh == NULL)
-    return dl_sync__error(DL_SYNC_ENOMEM, func, "cannot allocate the event pool of %s:%d",
+    return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate the event pool of %s:%d",
                           dl_sync__device_type_name(device.device_type), (int)device.device_id);
   for (;;) {
     fresh->next = first;
@@ -135,22 +138,21 @@ int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice
   }
 }
 
-int dl_sync__stream_context(const char *func, const dl_sync_backend *backend,
-                            dl_sync__device_guard *guard, dl_sync_stream stream, void **context) {
+int dl_sync__stream_context(const dl_sync_backend *backend, dl_sync__device_guard *guard,
+                            dl_sync_stream stream, void **context) {
   *context = NULL;
   if (backend->stream_context == NULL) return DL_SYNC_OK;
-  int status = dl_sync__device_guard_use_stream(guard, func, stream);
+  int status = dl_sync__device_guard_use_stream(guard, stream);
   if (status != DL_SYNC_OK) return status;
   int code = backend->stream_context(backend->ctx, stream.handle, context);
-  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(func, backend, 2, code, stream.device);
+  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(backend, 2, code, stream.device);
 }
 
-int dl_sync__pool_for_stream(const char *func, const dl_sync_backend *backend,
-                             dl_sync__device_guard *guard, dl_sync_stream stream,
-                             dl_sync__pool **out) {
+int dl_sync__pool_for_stream(const dl_sync_backend *backend, dl_sync__device_guard *guard,
+                             dl_sync_stream stream, dl_sync__pool **out) {
   void *context = NULL;
-  int status = dl_sync__stream_context(func, backend, guard, stream, &context);
-  return status != DL_SYNC_OK ? status : dl_sync__pool_get(func, backend, stream.device, context, out);
+  int status = dl_sync__stream_context(backend, guard, stream, &context);
+  return status != DL_SYNC_OK ? status : dl_sync__pool_get(backend, stream.device, context, out);
 }
 
 static void *ring_pop(dl_sync__pool *pool, int oldest) {
@@ -177,8 +179,7 @@ static int ring_reserve(dl_sync__pool *pool) {
   size_t capacity = pool->capacity != 0 ? pool->capacity * 2 : 16;
   void **ring = malloc(capacity * sizeof *ring);
   if (ring == NULL) return -1;
-  for (size_t i = 0; i < pool->count; i++)
-    ring[i] = pool->ring[(pool->head + i) % pool->capacity];
+  for (size_t i = 0; i < pool->count; i++) ring[i] = pool->ring[(pool->head + i) % pool->capacity];
   free(pool->ring);
   pool->ring = ring;
   pool->head = 0;
@@ -201,7 +202,7 @@ static void *take_idle(dl_sync__pool *pool, int oldest) {
 
 /* HIP may not re-record a pending event: hand out the oldest idle one only once it is
    complete; a pending one goes back and a new event is made instead. */
-static int reusable(dl_sync__pool *pool, const char *func, void *event, int *ok) {
+static int reusable(dl_sync__pool *pool, void *event, int *ok) {
   const dl_sync_backend *b = pool->backend;
   int complete = 0;
   int code = b->event_query(b->ctx, event, &complete);
@@ -209,16 +210,15 @@ static int reusable(dl_sync__pool *pool, const char *func, void *event, int *ok)
   if (*ok) return DL_SYNC_OK;
   dl_sync__pool_release(pool, event);
   return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(func, b, DL_SYNC_OP_EVENT_QUERY, code, pool->device);
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_QUERY, code, pool->device);
 }
 
-static int create_event(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
-                        void **event) {
+static int create_event(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event) {
   const dl_sync_backend *b = pool->backend;
-  int status = dl_sync__device_guard_use_context(guard, func, pool->device, pool->context);
+  int status = dl_sync__device_guard_use_context(guard, pool->device, pool->context);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_create(b->ctx, event);
-  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
+  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
 
   lock(&pool->lock);
   int reserved = ring_reserve(pool);
@@ -230,25 +230,24 @@ static int create_event(dl_sync__pool *pool, const char *func, dl_sync__device_g
   unlock(&pool->lock);
   if (reserved == 0) return DL_SYNC_OK;
   b->event_destroy(b->ctx, *event);
-  return dl_sync__error(DL_SYNC_ENOMEM, func, "cannot grow the event pool of %s:%d",
+  return dl_sync__error(DL_SYNC_ENOMEM, "cannot grow the event pool of %s:%d",
                         dl_sync__device_type_name(pool->device.device_type),
                         (int)pool->device.device_id);
 }
 
-int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
-                          void **event) {
+int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event) {
   int query = (pool->backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) != 0;
   void *idle = take_idle(pool, query);
   if (idle != NULL) {
     int ok = 1;
-    int status = query ? reusable(pool, func, idle, &ok) : DL_SYNC_OK;
+    int status = query ? reusable(pool, idle, &ok) : DL_SYNC_OK;
     if (status != DL_SYNC_OK) return status;
     if (ok) {
       *event = idle;
       return DL_SYNC_OK;
     }
   }
-  return create_event(pool, func, guard, event);
+  return create_event(pool, guard, event);
 }
 
 /* After dl_sync_shutdown left the pool behind, its events are never handed out again
@@ -292,7 +291,7 @@ typedef struct cache_slot {
 enum { CACHE_NONE, CACHE_LIVE, CACHE_GONE };
 typedef struct thread_cache {
   _Alignas(64) struct thread_cache *prev, *next; /* all live caches, under caches_lock */
-  unsigned state;                                 /* CACHE_*; GONE once its thread exits */
+  unsigned state;                                /* CACHE_*; GONE once its thread exits */
   unsigned next_victim;
   cache_slot slots[DL_SYNC__CACHE_POOLS];
 } thread_cache;
@@ -394,12 +393,11 @@ static cache_slot *bound_slot(thread_cache *cache, const dl_sync_backend *backen
   return NULL;
 }
 
-int dl_sync__pool_borrow(const char *func, const dl_sync_backend *backend, DLDevice device,
-                         void *context, dl_sync__device_guard *guard, dl_sync__borrowed *out) {
+int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
+                         dl_sync__device_guard *guard, dl_sync__borrowed *out) {
   out->slot = NULL;
-  thread_cache *cache = (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0
-                            ? cache_of_this_thread()
-                            : NULL;
+  thread_cache *cache =
+      (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0 ? cache_of_this_thread() : NULL;
   cache_slot *slot = cache != NULL ? bound_slot(cache, backend, device.device_id, context) : NULL;
   unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
   if (count != 0) { /* the steady state: no lock, no pool lookup */
@@ -411,8 +409,8 @@ int dl_sync__pool_borrow(const char *func, const dl_sync_backend *backend, DLDev
     atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
     return DL_SYNC_OK;
   }
-  int status = dl_sync__pool_get(func, backend, device, context, &out->pool);
-  if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, func, guard, &out->event);
+  int status = dl_sync__pool_get(backend, device, context, &out->pool);
+  if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, guard, &out->event);
   if (status == DL_SYNC_OK && cache != NULL)
     out->slot = slot != NULL ? slot : bind_slot(cache, out->pool);
   return status;
@@ -469,11 +467,12 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
                            dl_sync_pool_stats *out) {
   static const char *const func = "dl_sync_pool_stats_get";
   if (backend == NULL || out == NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, func, "backend (%p) and out (%p) must not be NULL",
-                          (const void *)backend, (void *)out);
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL, "backend (%p) and out (%p) must not be NULL",
+                             (const void *)backend, (void *)out));
   if (device_id < 0 || device_id >= DL_SYNC_MAX_DEVICES)
-    return dl_sync__error(DL_SYNC_EINVAL, func, "device id %d: expected 0 to %d", (int)device_id,
-                          DL_SYNC_MAX_DEVICES - 1);
+    return dl_sync__named(func, dl_sync__error(DL_SYNC_EINVAL, "device id %d: expected 0 to %d",
+                                               (int)device_id, DL_SYNC_MAX_DEVICES - 1));
   *out = (dl_sync_pool_stats){0};
   pool_set *set = find_set(backend, 0);
   if (set == NULL) return DL_SYNC_OK;
@@ -496,8 +495,7 @@ static int drain(dl_sync__pool *pool, int *status) {
     int code = b->event_destroy(b->ctx, event);
     pool->destroyed++;
     if (code != 0 && *status == DL_SYNC_OK)
-      *status = dl_sync__runtime_error("dl_sync_shutdown", b, DL_SYNC_OP_EVENT_DESTROY, code,
-                                       pool->device);
+      *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, pool->device);
   }
   int unused = pool->outstanding == 0;
   pool->retired = !unused;
@@ -523,7 +521,7 @@ int dl_sync_shutdown(void) {
     atomic_store(&set->backend, NULL);
   }
   pthread_mutex_unlock(&caches_lock);
-  return status;
+  return dl_sync__named("dl_sync_shutdown", status);
 }
 
 /* The caches of a child after fork(): their events are the parent's. The list is made

@@ -9,10 +9,10 @@
 
 #define DL_SYNC__GROUP_MAGIC UINT64_C(0x646c73796e636770) /* "dlsyncgp" */
 
-static int check_group(const char *func, const dl_sync_group *group) {
-  if (group == NULL) return dl_sync__error(DL_SYNC_EINVAL, func, "group must not be NULL");
+static int check_group(const dl_sync_group *group) {
+  if (group == NULL) return dl_sync__error(DL_SYNC_EINVAL, "group must not be NULL");
   if (group->magic == DL_SYNC__GROUP_MAGIC) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_EINVAL, func,
+  return dl_sync__error(DL_SYNC_EINVAL,
                         "group %p was not initialized: call dl_sync_group_init first",
                         (const void *)group);
 }
@@ -25,18 +25,17 @@ static int same_device(DLDevice a, DLDevice b) {
   return a.device_type == b.device_type && a.device_id == b.device_id;
 }
 
-static int other_family(const char *func, const dl_sync_group *group, const char *what,
-                        DLDevice device) {
+static int other_family(const dl_sync_group *group, const char *what, DLDevice device) {
   DLDevice consumer = group->consumer.device;
-  return dl_sync__error(DL_SYNC_EINVAL, func,
+  return dl_sync__error(DL_SYNC_EINVAL,
                         "%s is on %s:%d and the group's consumer on %s:%d: expected a device "
                         "of the consumer's family",
                         what, dl_sync__device_type_name(device.device_type), (int)device.device_id,
                         dl_sync__device_type_name(consumer.device_type), (int)consumer.device_id);
 }
 
-static int full(const char *func, const char *what) {
-  return dl_sync__error(DL_SYNC_EINVAL, func,
+static int full(const char *what) {
+  return dl_sync__error(DL_SYNC_EINVAL,
                         "the group already holds %d distinct %s: call dl_sync_group_wait, "
                         "then add the rest",
                         DL_SYNC_GROUP_MAX, what);
@@ -48,9 +47,10 @@ static void empty(dl_sync_group *group) {
 
 int dl_sync_group_init(dl_sync_group *group, dl_sync_stream consumer) {
   static const char *const func = "dl_sync_group_init";
-  if (group == NULL) return dl_sync__error(DL_SYNC_EINVAL, func, "group must not be NULL");
-  int status = dl_sync__check_device(func, "consumer", consumer.device);
-  if (status != DL_SYNC_OK) return status;
+  if (group == NULL)
+    return dl_sync__named(func, dl_sync__error(DL_SYNC_EINVAL, "group must not be NULL"));
+  int status = dl_sync__check_device("consumer", consumer.device);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   group->magic = DL_SYNC__GROUP_MAGIC;
   group->consumer = dl_sync_stream_view(consumer.device, consumer.handle);
   group->reserved = 0;
@@ -58,60 +58,56 @@ int dl_sync_group_init(dl_sync_group *group, dl_sync_stream consumer) {
   return DL_SYNC_OK;
 }
 
-static int add_stream(const char *func, dl_sync_group *group, dl_sync_stream producer) {
-  int status = dl_sync__check_device(func, "producer", producer.device);
+static int add_stream(dl_sync_group *group, dl_sync_stream producer) {
+  int status = dl_sync__check_device("producer", producer.device);
   if (status != DL_SYNC_OK) return status;
   int family = dl_sync__family(producer.device.device_type);
   if (family != consumer_family(group))
-    return other_family(func, group, "the producer stream", producer.device);
+    return other_family(group, "the producer stream", producer.device);
   if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
   producer = dl_sync_stream_view(producer.device, producer.handle);
   if (dl_sync__same_stream(producer, group->consumer)) return DL_SYNC_OK;
   for (uint32_t i = 0; i < group->stream_count; i++)
     if (dl_sync__same_stream(producer, group->streams[i])) return DL_SYNC_OK;
-  if (group->stream_count == DL_SYNC_GROUP_MAX) return full(func, "producer streams");
+  if (group->stream_count == DL_SYNC_GROUP_MAX) return full("producer streams");
   group->streams[group->stream_count++] = producer;
   return DL_SYNC_OK;
 }
 
 int dl_sync_group_add_stream(dl_sync_group *group, dl_sync_stream producer) {
   static const char *const func = "dl_sync_group_add_stream";
-  int status = check_group(func, group);
-  return status != DL_SYNC_OK ? status : add_stream(func, group, producer);
+  int status = check_group(group);
+  return dl_sync__named(func, status != DL_SYNC_OK ? status : add_stream(group, producer));
 }
 
 int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPackExchangeAPI *api,
                                    DLDevice device) {
   static const char *const func = "dl_sync_group_add_exchange_api";
-  int status = check_group(func, group);
-  if (status != DL_SYNC_OK) return status;
+  int status = check_group(group);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   for (uint32_t i = 0; i < group->table_count; i++)
     if (group->tables[i].api == api && same_device(group->tables[i].device, device))
       return DL_SYNC_OK; /* asked already: its stream is in the group */
-  if (group->table_count == DL_SYNC_GROUP_MAX) return full(func, "exchange tables and devices");
+  if (group->table_count == DL_SYNC_GROUP_MAX)
+    return dl_sync__named(func, full("exchange tables and devices"));
   dl_sync_stream producer;
-  status = dl_sync__exchange_stream(func, api, device, &producer);
-  if (status == DL_SYNC_OK) status = add_stream(func, group, producer);
-  if (status != DL_SYNC_OK) return status;
+  status = dl_sync__exchange_stream(api, device, &producer);
+  if (status == DL_SYNC_OK) status = add_stream(group, producer);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   group->tables[group->table_count].api = api;
   group->tables[group->table_count].device = device;
   group->table_count++;
   return DL_SYNC_OK;
 }
 
-static int add_event(const char *func, dl_sync_group *group, const void *tensor,
-                     const dl_sync__tensor_event_ref *ref, int found) {
-  if (!found)
-    return dl_sync__error(DL_SYNC_OK, func,
-                          "tensor %p carries no dlsync event (its deleter is not dlsync's): "
-                          "nothing to wait for",
-                          tensor);
+static int add_event(dl_sync_group *group, const dl_sync__tensor_event_ref *ref, int found) {
+  if (!found) return DL_SYNC_OK; /* another producer's tensor: nothing to wait for */
   if (dl_sync__family(ref->device.device_type) != consumer_family(group))
-    return other_family(func, group, "the tensor's event", ref->device);
+    return other_family(group, "the tensor's event", ref->device);
   for (uint32_t i = 0; i < group->event_count; i++)
     if (group->events[i].event == ref->event && same_device(group->events[i].device, ref->device))
       return DL_SYNC_OK;
-  if (group->event_count == DL_SYNC_GROUP_MAX) return full(func, "tensor events");
+  if (group->event_count == DL_SYNC_GROUP_MAX) return full("tensor events");
   group->events[group->event_count].event = ref->event;
   group->events[group->event_count].device = ref->device;
   group->events[group->event_count].owner = ref->owner;
@@ -119,45 +115,37 @@ static int add_event(const char *func, dl_sync_group *group, const void *tensor,
   return DL_SYNC_OK;
 }
 
-int dl_sync_group_add_tensor(dl_sync_group *group, const DLManagedTensorVersioned *tensor) {
-  static const char *const func = "dl_sync_group_add_tensor";
-  int status = check_group(func, group);
+/* Exactly one of versioned and legacy is the tensor, which may be NULL. */
+static int add_tensor(dl_sync_group *group, const DLManagedTensorVersioned *versioned,
+                      const DLManagedTensor *legacy) {
+  int status = check_group(group);
   if (status != DL_SYNC_OK) return status;
-  if (tensor == NULL) return dl_sync__error(DL_SYNC_EINVAL, func, "tensor must not be NULL");
   dl_sync__tensor_event_ref ref;
   int found = 0;
-  status = dl_sync__tensor_event_find(func, tensor, NULL, &ref, &found);
-  return status != DL_SYNC_OK ? status : add_event(func, group, tensor, &ref, found);
+  status = dl_sync__tensor_event_find(versioned, legacy, &ref, &found);
+  return status != DL_SYNC_OK ? status : add_event(group, &ref, found);
+}
+
+int dl_sync_group_add_tensor(dl_sync_group *group, const DLManagedTensorVersioned *tensor) {
+  return dl_sync__named("dl_sync_group_add_tensor", add_tensor(group, tensor, NULL));
 }
 
 int dl_sync_group_add_legacy_tensor(dl_sync_group *group, const DLManagedTensor *tensor) {
-  static const char *const func = "dl_sync_group_add_legacy_tensor";
-  int status = check_group(func, group);
-  if (status != DL_SYNC_OK) return status;
-  if (tensor == NULL) return dl_sync__error(DL_SYNC_EINVAL, func, "tensor must not be NULL");
-  dl_sync__tensor_event_ref ref;
-  int found = 0;
-  status = dl_sync__tensor_event_find(func, NULL, tensor, &ref, &found);
-  return status != DL_SYNC_OK ? status : add_event(func, group, tensor, &ref, found);
+  return dl_sync__named("dl_sync_group_add_legacy_tensor", add_tensor(group, NULL, tensor));
 }
 
-/* Prefixes this thread's message with the producer that failed; keeps status. */
-static int name_producer(const char *func, int status, const char *what, unsigned index,
-                         unsigned count, const void *handle, DLDevice device) {
-  char cause[512];
-  const char *last = dl_sync_last_error();
-  size_t prefix = strlen(func);
-  if (strncmp(last, func, prefix) == 0 && strncmp(last + prefix, ": ", 2) == 0) last += prefix + 2;
-  snprintf(cause, sizeof cause, "%s", last);
-  return dl_sync__error(status, func, "%s %u of %u (%p on %s:%d) failed: %s", what, index + 1,
-                        count, handle, dl_sync__device_type_name(device.device_type),
-                        (int)device.device_id, cause);
+/* Puts the producer that failed in front of this thread's message; keeps status. */
+static int name_producer(int status, const char *what, unsigned index, unsigned count,
+                         const void *handle, DLDevice device) {
+  return dl_sync__error_context(status, "%s %u of %u (%p on %s:%d) failed", what, index + 1, count,
+                                handle, dl_sync__device_type_name(device.device_type),
+                                (int)device.device_id);
 }
 
 static int order_stream(dl_sync__dep *d, dl_sync_stream producer) {
   const dl_sync_backend *backend = dl_sync_get_backend(producer.device.device_type);
   if (backend != d->backend)
-    return dl_sync__error(DL_SYNC_EINVAL, d->func,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "it is served by the '%s' backend and the consumer by '%s'",
                           backend != NULL ? backend->name : "no", d->backend->name);
   dl_sync__dep_set_source(d, producer);
@@ -168,7 +156,7 @@ static int order_all(dl_sync__dep *d, const dl_sync_group *group) {
   for (uint32_t i = 0; i < group->stream_count; i++) {
     int status = order_stream(d, group->streams[i]);
     if (status != DL_SYNC_OK)
-      return name_producer(d->func, status, "producer stream", i, group->stream_count,
+      return name_producer(status, "producer stream", i, group->stream_count,
                            group->streams[i].handle, group->streams[i].device);
   }
   if (group->event_count == 0) return DL_SYNC_OK;
@@ -179,30 +167,29 @@ static int order_all(dl_sync__dep *d, const dl_sync_group *group) {
     dl_sync__tensor_event_ref ref = {.event = group->events[i].event,
                                      .device = group->events[i].device,
                                      .owner = group->events[i].owner};
-    status = dl_sync__tensor_event_wait(d->func, &ref, group->consumer, consumer_capture);
+    status = dl_sync__tensor_event_wait(&ref, group->consumer, consumer_capture);
     if (status != DL_SYNC_OK)
-      return name_producer(d->func, status, "tensor event", i, group->event_count, ref.event,
-                           ref.device);
+      return name_producer(status, "tensor event", i, group->event_count, ref.event, ref.device);
   }
   return DL_SYNC_OK;
 }
 
 int dl_sync_group_wait(dl_sync_group *group) {
   static const char *const func = "dl_sync_group_wait";
-  int status = check_group(func, group);
-  if (status != DL_SYNC_OK) return status;
+  int status = check_group(group);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   if (group->stream_count == 0 && group->event_count == 0) {
     empty(group);
     return DL_SYNC_OK;
   }
   const dl_sync_backend *backend = NULL;
-  status = dl_sync__backend_for(func, group->consumer.device, &backend);
+  status = dl_sync__backend_for(group->consumer.device, &backend);
   dl_sync__dep d;
   if (status == DL_SYNC_OK) {
-    dl_sync__dep_init(&d, func, backend, group->consumer, 0);
+    dl_sync__dep_init(&d, backend, group->consumer, 0);
     status = order_all(&d, group);
-    status = dl_sync__device_guard_end(&d.guard, func, group->consumer.device, status);
+    status = dl_sync__device_guard_end(&d.guard, group->consumer.device, status);
   }
   empty(group);
-  return status;
+  return dl_sync__named(func, status);
 }

@@ -14,21 +14,37 @@
 #define DL_SYNC__PRINTF(fmt, args)
 #endif
 
-/* error.c: set this thread's message "func: ..." and return status. */
-int dl_sync__error(int status, const char *func, const char *fmt, ...) DL_SYNC__PRINTF(3, 4);
-/* A failed runtime call: "func: [call][error name] error string (device)". */
-int dl_sync__runtime_error(const char *func, const dl_sync_backend *backend, dl_sync_op op,
-                           int code, DLDevice device);
+/* error.c: a failure's message is written where the failure is found, once: internal
+   code says what failed (dl_sync__error, dl_sync__runtime_error), the public function
+   the caller called puts its name in front on its way out (dl_sync__named), and a call
+   that succeeds writes nothing. */
+/* Sets this thread's message to what failed; returns status. */
+int dl_sync__error(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
+/* A failed runtime call: "[call][error name] error string (backend, device)". */
+int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
+                           DLDevice device);
 /* The same for a call named call. */
-int dl_sync__runtime_call_error(const char *func, const dl_sync_backend *backend,
-                                const char *call, int code, DLDevice device);
+int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call, int code,
+                                DLDevice device);
+/* Puts "what: " (formatted) in front of this thread's message; returns status. */
+int dl_sync__error_context(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
+/* A public function's result: a failure's message gets "func: " in front. */
+int dl_sync__name_failure(const char *func, int status);
+static inline int dl_sync__named(const char *func, int status) {
+  return status >= 0 ? status : dl_sync__name_failure(func, status);
+}
 
 /* device.c: device families, validation and the current-device guard. */
-enum { DL_SYNC__FAMILY_UNKNOWN = -1, DL_SYNC__FAMILY_NONE, DL_SYNC__FAMILY_CUDA, DL_SYNC__FAMILY_ROCM };
+enum {
+  DL_SYNC__FAMILY_UNKNOWN = -1,
+  DL_SYNC__FAMILY_NONE,
+  DL_SYNC__FAMILY_CUDA,
+  DL_SYNC__FAMILY_ROCM
+};
 int dl_sync__family(int32_t device_type);
 const char *dl_sync__device_type_name(int32_t device_type);
 /* EINVAL naming `what` unless device has a known type and an id in range. */
-int dl_sync__check_device(const char *func, const char *what, DLDevice device);
+int dl_sync__check_device(const char *what, DLDevice device);
 /* The handle as dl_sync_stream_view canonicalizes it. */
 void *dl_sync__canonical_handle(DLDevice device, void *handle);
 /* Two canonical views of one family name one stream: one handle on one device id (the
@@ -39,7 +55,7 @@ int dl_sync__is_default_stream(void *canonical_handle);
 
 typedef struct dl_sync__device_guard {
   const dl_sync_backend *backend;
-  int32_t saved;   /* the caller's device (-1: none), valid once have_saved */
+  int32_t saved; /* the caller's device (-1: none), valid once have_saved */
   int have_saved;
   int32_t current; /* the device current now, valid once have_saved */
   int switched;
@@ -53,43 +69,41 @@ typedef struct dl_sync__device_guard {
 
 void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_backend *backend);
 /* Makes device.device_id current, querying and switching only when needed. */
-int dl_sync__device_guard_use(dl_sync__device_guard *guard, const char *func, DLDevice device);
+int dl_sync__device_guard_use(dl_sync__device_guard *guard, DLDevice device);
 /* Calls on a default stream resolve it on the current device: makes stream's device
    current when stream.handle is a default stream. */
-int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, const char *func,
-                                     dl_sync_stream stream);
+int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, dl_sync_stream stream);
 /* Makes context (of device) current; without contexts (NULL) the same as _use. */
-int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, const char *func,
-                                      DLDevice device, void *context);
+int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, DLDevice device, void *context);
 /* Restores the caller's device (its exact context); status is returned unchanged unless
    it was OK. */
-int dl_sync__device_guard_end(dl_sync__device_guard *guard, const char *func, DLDevice device,
-                              int status);
+int dl_sync__device_guard_end(dl_sync__device_guard *guard, DLDevice device, int status);
 /* A failed context call of backend (0: get_context, 1: set_context, 2: stream_context). */
-int dl_sync__context_error(const char *func, const dl_sync_backend *backend, int which, int code,
-                           DLDevice device);
+int dl_sync__context_error(const dl_sync_backend *backend, int which, int code, DLDevice device);
+
+/* stream.c: dl_sync_stream_from_arg, for the public functions built on it. */
+int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
+                             int *out_needs_sync);
 
 /* backend.c */
-int dl_sync__backend_for(const char *func, DLDevice device, const dl_sync_backend **out);
+int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 
 /* event_pool.c: one pool per (backend, device, context); events are created there. */
 typedef struct dl_sync__pool dl_sync__pool;
-int dl_sync__pool_get(const char *func, const dl_sync_backend *backend, DLDevice device,
-                      void *context, dl_sync__pool **out);
+int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
+                      dl_sync__pool **out);
 /* The pool for events recorded on stream: its device's, and with contexts its context's
    (a default stream's device made current by guard to find it). */
-int dl_sync__pool_for_stream(const char *func, const dl_sync_backend *backend,
-                             dl_sync__device_guard *guard, dl_sync_stream stream,
-                             dl_sync__pool **out);
+int dl_sync__pool_for_stream(const dl_sync_backend *backend, dl_sync__device_guard *guard,
+                             dl_sync_stream stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
-int dl_sync__pool_acquire(dl_sync__pool *pool, const char *func, dl_sync__device_guard *guard,
-                          void **event);
+int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event);
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 /* The context of stream (NULL for backends without contexts). */
-int dl_sync__stream_context(const char *func, const dl_sync_backend *backend,
-                            dl_sync__device_guard *guard, dl_sync_stream stream, void **context);
+int dl_sync__stream_context(const dl_sync_backend *backend, dl_sync__device_guard *guard,
+                            dl_sync_stream stream, void **context);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;
@@ -101,20 +115,18 @@ typedef struct dl_sync__borrowed {
    pool (in steady state no lock and no pool lookup). Only for an event that the calling
    thread takes and gives back within one call; an event that outlives the call (owned by
    a graph or a tensor) comes from dl_sync__pool_acquire. */
-int dl_sync__pool_borrow(const char *func, const dl_sync_backend *backend, DLDevice device,
-                         void *context, dl_sync__device_guard *guard, dl_sync__borrowed *out);
+int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
+                         dl_sync__device_guard *guard, dl_sync__borrowed *out);
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
 /* Keeps the object that holds dlsync's code mapped for good: called before a graph may
    call back into dlsync after its holder was unloaded. */
 void dl_sync__pin_code(void);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
-int dl_sync__exchange_stream(const char *func, const DLPackExchangeAPI *api, DLDevice device,
-                             dl_sync_stream *out);
+int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);
 
 /* push_dep.c: one dependency src -> dst under the capture table of DESIGN §4. */
 typedef struct dl_sync__dep {
-  const char *func;
   dl_sync_stream src, dst; /* canonical handles, of one device family */
   const dl_sync_backend *backend;
   dl_sync__pool *pool; /* src's (device, context), found when first needed */
@@ -127,25 +139,38 @@ typedef struct dl_sync__dep {
   dl_sync_capture_info dst_capture;
 } dl_sync__dep;
 
+/* calls.c: the backend calls on one stream, its default stream's device made current
+   by guard, a failure turned into a status. */
+int dl_sync__record(const dl_sync_backend *b, dl_sync__device_guard *guard, void *event,
+                    dl_sync_stream stream);
+int dl_sync__wait(const dl_sync_backend *b, dl_sync__device_guard *guard, dl_sync_stream stream,
+                  void *event);
+/* An external event-wait node in stream's capture; the graph owns object, which
+   release(object) gives back when it is destroyed (run now when this fails early). */
+int dl_sync__wait_external(const dl_sync_backend *b, dl_sync__device_guard *guard,
+                           dl_sync_stream stream, void *event, void *object,
+                           void (*release)(void *object));
+
 /* Fills d for dependencies into dst; the source is set per dependency. */
-void dl_sync__dep_init(dl_sync__dep *d, const char *func, const dl_sync_backend *backend,
-                       dl_sync_stream dst, int none_arg);
+void dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,
+                       int none_arg);
 void dl_sync__dep_set_source(dl_sync__dep *d, dl_sync_stream src);
-/* stream's capture state, its device made current by guard when it is a default stream;
+/* capture.c: stream's capture state, its device made current by guard when it is a default stream;
    ECAPTURE for an invalidated capture (dl_sync__capture_usable). */
-int dl_sync__capture_query(const char *func, const dl_sync_backend *b,
-                           dl_sync__device_guard *guard, dl_sync_stream stream,
-                           dl_sync_capture_info *info);
+int dl_sync__capture_query(const dl_sync_backend *b, dl_sync__device_guard *guard,
+                           dl_sync_stream stream, dl_sync_capture_info *info);
 /* ECAPTURE naming stream when info is an invalidated capture, else OK. */
-int dl_sync__capture_usable(const char *func, dl_sync_stream stream,
-                            const dl_sync_capture_info *info);
-/* src's capture state; ECAPTURE for an invalidated capture. */
-int dl_sync__dep_query(dl_sync__dep *d, dl_sync_stream stream, dl_sync_capture_info *info);
+int dl_sync__capture_usable(dl_sync_stream stream, const dl_sync_capture_info *info);
 /* dst's capture state, queried on first use only. */
 int dl_sync__dep_dst_capture(dl_sync__dep *d, const dl_sync_capture_info **info);
 /* Orders d->src before d->dst: queries src (and dst unless known), then record + wait,
    an external wait owned by dst's graph, or ECAPTURE. */
 int dl_sync__dep_order(dl_sync__dep *d);
+
+/* tensor.c: this copy's deleters under names no other copy can interpose on (the
+   exported dl_sync_*_deleter_v1 are their aliases). */
+void dl_sync__tensor_event_deleter(DLManagedTensorVersioned *tensor);
+void dl_sync__legacy_tensor_event_deleter(DLManagedTensor *tensor);
 
 /* tensor_recognize.c: the ABI major of a dlsync deleter of any copy in the process
    (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
@@ -159,14 +184,14 @@ typedef struct dl_sync__tensor_event_ref {
   void *owner;     /* opaque: what dl_sync__tensor_event_wait needs */
 } dl_sync__tensor_event_ref;
 /* *found = 0 (and OK) when the tensor carries no dlsync event; an event dlsync cannot
-   use is an error. Exactly one of versioned / legacy is non-NULL. */
-int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned *versioned,
+   use is an error. At most one of versioned / legacy is non-NULL (none: EINVAL, a NULL
+   tensor). */
+int dl_sync__tensor_event_find(const DLManagedTensorVersioned *versioned,
                                const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
                                int *found);
 /* consumer waits on the event with dl_sync_tensor_wait's capture rules;
    consumer_capture: the consumer's capture state when already queried, else NULL. */
-int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
-                               dl_sync_stream consumer,
+int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync_stream consumer,
                                const dl_sync_capture_info *consumer_capture);
 
 #endif /* DL_SYNC_INTERNAL_H_ */

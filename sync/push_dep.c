@@ -1,6 +1,6 @@
 /*
  * dl_sync_push_dep and dl_sync_export: order a producer's stream before a consumer's,
- * following the capture policy of DESIGN §4.
+ * following the capture table (docs/design.md, "Capture").
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,38 +11,13 @@ static atomic_int capture_policy = DL_SYNC_CAPTURE_STRICT;
 
 typedef dl_sync__dep dep;
 
-static int use_stream_device(dep *d, dl_sync_stream stream) {
-  return dl_sync__device_guard_use_stream(&d->guard, d->func, stream);
-}
-
-int dl_sync__capture_usable(const char *func, dl_sync_stream stream,
-                            const dl_sync_capture_info *info) {
-  if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, func,
-                        "stream %p on %s:%d belongs to an invalidated graph capture: end that "
-                        "capture and start again",
-                        stream.handle, dl_sync__device_type_name(stream.device.device_type),
-                        (int)stream.device.device_id);
-}
-
-int dl_sync__capture_query(const char *func, const dl_sync_backend *b,
-                           dl_sync__device_guard *guard, dl_sync_stream stream,
-                           dl_sync_capture_info *info) {
-  int status = dl_sync__device_guard_use_stream(guard, func, stream);
-  if (status != DL_SYNC_OK) return status;
-  *info = (dl_sync_capture_info){0};
-  int code = b->capture_info(b->ctx, stream.handle, info);
-  if (code != 0) return dl_sync__runtime_error(func, b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
-  return dl_sync__capture_usable(func, stream, info);
-}
-
-int dl_sync__dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
-  return dl_sync__capture_query(d->func, d->backend, &d->guard, stream, info);
+static int dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
+  return dl_sync__capture_query(d->backend, &d->guard, stream, info);
 }
 
 int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
   if (!d->dst_queried) {
-    int status = dl_sync__dep_query(d, d->dst, &d->dst_capture);
+    int status = dep_query(d, d->dst, &d->dst_capture);
     if (status != DL_SYNC_OK) return status;
     d->dst_queried = 1;
   }
@@ -50,43 +25,22 @@ int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
   return DL_SYNC_OK;
 }
 
-static int record(dep *d, void *event) {
-  int status = use_stream_device(d, d->src);
-  if (status != DL_SYNC_OK) return status;
-  const dl_sync_backend *b = d->backend;
-  int code = b->event_record(b->ctx, event, d->src.handle);
-  if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_EVENT_RECORD, code, d->src.device);
-}
-
-static int wait(dep *d, void *event, int external) {
-  int status = use_stream_device(d, d->dst);
-  if (status != DL_SYNC_OK) return status;
-  const dl_sync_backend *b = d->backend;
-  int code = external ? b->stream_wait_external(b->ctx, d->dst.handle, event)
-                      : b->stream_wait(b->ctx, d->dst.handle, event);
-  if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(
-      d->func, b, external ? DL_SYNC_OP_STREAM_WAIT_EXTERNAL : DL_SYNC_OP_STREAM_WAIT, code,
-      d->dst.device);
-}
-
 /* The pool of src's device (and context), found once per dependency. */
 static int src_pool(dep *d) {
   if (d->pool != NULL) return DL_SYNC_OK;
-  return dl_sync__pool_for_stream(d->func, d->backend, &d->guard, d->src, &d->pool);
+  return dl_sync__pool_for_stream(d->backend, &d->guard, d->src, &d->pool);
 }
 
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 static int record_and_wait(dep *d) {
   void *context = NULL;
   dl_sync__borrowed event;
-  int status = dl_sync__stream_context(d->func, d->backend, &d->guard, d->src, &context);
+  int status = dl_sync__stream_context(d->backend, &d->guard, d->src, &context);
   if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(d->func, d->backend, d->src.device, context, &d->guard, &event);
+    status = dl_sync__pool_borrow(d->backend, d->src.device, context, &d->guard, &event);
   if (status != DL_SYNC_OK) return status;
-  status = record(d, event.event);
-  if (status == DL_SYNC_OK) status = wait(d, event.event, 0);
+  status = dl_sync__record(d->backend, &d->guard, event.event, d->src);
+  if (status == DL_SYNC_OK) status = dl_sync__wait(d->backend, &d->guard, d->dst, event.event);
   dl_sync__pool_return(&event);
   return status;
 }
@@ -110,53 +64,41 @@ static void graph_event_release(void *object) {
 static int wait_external(dep *d) {
   const dl_sync_backend *b = d->backend;
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, d->func,
-                          "the consumer's stream %p is capturing a graph and the %s runtime "
-                          "has no %s: capture the producer's work too, or export with "
-                          "stream=-1 and synchronize before the capture",
-                          d->dst.handle, b->name,
-                          b->stream_wait_external == NULL ? "external event-wait nodes"
-                                                          : "graph user objects");
+    return dl_sync__error(
+        DL_SYNC_ENOTSUP,
+        "the consumer's stream %p is capturing a graph and the %s runtime "
+        "has no %s: capture the producer's work too, or export with "
+        "stream=-1 and synchronize before the capture",
+        d->dst.handle, b->name,
+        b->stream_wait_external == NULL ? "external event-wait nodes" : "graph user objects");
   int status = src_pool(d);
   if (status != DL_SYNC_OK) return status;
   graph_event *owned = malloc(sizeof *owned);
-  if (owned == NULL)
-    return dl_sync__error(DL_SYNC_ENOMEM, d->func, "cannot allocate a graph-owned event");
+  if (owned == NULL) return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a graph-owned event");
   owned->pool = d->pool;
   owned->event = NULL;
-  status = dl_sync__pool_acquire(d->pool, d->func, &d->guard, &owned->event);
-  if (status == DL_SYNC_OK) status = record(d, owned->event);
+  status = dl_sync__pool_acquire(d->pool, &d->guard, &owned->event);
+  if (status == DL_SYNC_OK) status = dl_sync__record(b, &d->guard, owned->event, d->src);
   if (status != DL_SYNC_OK) {
     if (owned->event != NULL) dl_sync__pool_release(d->pool, owned->event);
     free(owned);
     return status;
   }
-  /* The graph is dst's: a default-stream dst resolves on the current device, so make it
-     dst's (record left src's current). The graph owns the event from here on, whatever
-     happens next. */
-  status = use_stream_device(d, d->dst);
-  if (status != DL_SYNC_OK) {
-    graph_event_release(owned);
-    return status;
-  }
-  dl_sync__pin_code(); /* the graph calls graph_event_release, maybe after a dlclose */
-  int code = b->graph_retain(b->ctx, d->dst.handle, owned, graph_event_release);
-  if (code != 0)
-    return dl_sync__runtime_error(d->func, b, DL_SYNC_OP_GRAPH_RETAIN, code, d->dst.device);
-  return wait(d, owned->event, 1);
+  /* The graph owns the event from here on, whatever happens next. */
+  return dl_sync__wait_external(b, &d->guard, d->dst, owned->event, owned, graph_event_release);
 }
 
 static int legacy_stream_under_capture(dep *d) {
   if (d->none_arg && atomic_load(&capture_policy) == DL_SYNC_CAPTURE_NONE_IS_NO_SYNC)
     return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
-                        "the consumer asked for the legacy default stream (stream=None, or "
-                        "%s) while the producer's stream %p is capturing a graph, and the "
-                        "legacy stream cannot join a capture: pass the producer's current "
-                        "work stream, or -1",
-                        dl_sync__family(d->dst.device.device_type) == DL_SYNC__FAMILY_ROCM ? "0"
-                                                                                      : "1",
-                        d->src.handle);
+  return dl_sync__error(
+      DL_SYNC_ECAPTURE,
+      "the consumer asked for the legacy default stream (stream=None, or "
+      "%s) while the producer's stream %p is capturing a graph, and the "
+      "legacy stream cannot join a capture: pass the producer's current "
+      "work stream, or -1",
+      dl_sync__family(d->dst.device.device_type) == DL_SYNC__FAMILY_ROCM ? "0" : "1",
+      d->src.handle);
 }
 
 static int is_legacy(dl_sync_stream stream) {
@@ -168,7 +110,7 @@ static int is_legacy(dl_sync_stream stream) {
 int dl_sync__dep_order(dep *d) {
   dl_sync_capture_info src_capture;
   const dl_sync_capture_info *dst_capture = NULL;
-  int status = dl_sync__dep_query(d, d->src, &src_capture);
+  int status = dep_query(d, d->src, &src_capture);
   if (status != DL_SYNC_OK) return status;
   int src_capturing = src_capture.status == DL_SYNC_CAPTURE_ACTIVE;
   if (src_capturing && is_legacy(d->dst)) return legacy_stream_under_capture(d);
@@ -179,12 +121,12 @@ int dl_sync__dep_order(dep *d) {
   if (!src_capturing) return dst_capturing ? wait_external(d) : record_and_wait(d);
   if (dst_capturing && dst_capture->id == src_capture.id) return record_and_wait(d);
   if (dst_capturing)
-    return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+    return dl_sync__error(DL_SYNC_ECAPTURE,
                           "the producer's stream %p and the consumer's stream %p are "
                           "capturing two different graphs, which cannot be joined: capture "
                           "both in one graph",
                           d->src.handle, d->dst.handle);
-  return dl_sync__error(DL_SYNC_ECAPTURE, d->func,
+  return dl_sync__error(DL_SYNC_ECAPTURE,
                         "the producer's stream %p is capturing a graph and the consumer's "
                         "stream %p is not: the wait would pull the consumer's stream into "
                         "the capture. Run the consumer on the producer's current work "
@@ -192,9 +134,7 @@ int dl_sync__dep_order(dep *d) {
                         d->src.handle, d->dst.handle);
 }
 
-void dl_sync__dep_init(dep *d, const char *func, const dl_sync_backend *backend,
-                       dl_sync_stream dst, int none_arg) {
-  d->func = func;
+void dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst, int none_arg) {
   d->dst = dst;
   d->backend = backend;
   d->pool = NULL;
@@ -210,46 +150,47 @@ void dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
 
 /* src before dst: canonical views of valid devices of one family with streams, served by
    backend, two different streams. */
-static int order(const char *func, const dl_sync_backend *backend, dl_sync_stream src,
-                 dl_sync_stream dst, int none_arg) {
+static int order(const dl_sync_backend *backend, dl_sync_stream src, dl_sync_stream dst,
+                 int none_arg) {
   dep d;
-  dl_sync__dep_init(&d, func, backend, dst, none_arg);
+  dl_sync__dep_init(&d, backend, dst, none_arg);
   dl_sync__dep_set_source(&d, src);
   int status = dl_sync__dep_order(&d);
-  return dl_sync__device_guard_end(&d.guard, func, src.device, status);
+  return dl_sync__device_guard_end(&d.guard, src.device, status);
 }
 
 int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
   static const char *const func = "dl_sync_push_dep";
-  int status = dl_sync__check_device(func, "src", src.device);
-  if (status == DL_SYNC_OK) status = dl_sync__check_device(func, "dst", dst.device);
-  if (status != DL_SYNC_OK) return status;
+  int status = dl_sync__check_device("src", src.device);
+  if (status == DL_SYNC_OK) status = dl_sync__check_device("dst", dst.device);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   int family = dl_sync__family(src.device.device_type);
   if (family != dl_sync__family(dst.device.device_type))
-    return dl_sync__error(DL_SYNC_EINVAL, func,
-                          "src is on %s:%d and dst on %s:%d: streams of different device "
-                          "families cannot wait on each other",
-                          dl_sync__device_type_name(src.device.device_type),
-                          (int)src.device.device_id,
-                          dl_sync__device_type_name(dst.device.device_type),
-                          (int)dst.device.device_id);
+    return dl_sync__named(
+        func, dl_sync__error(
+                  DL_SYNC_EINVAL,
+                  "src is on %s:%d and dst on %s:%d: streams of different device "
+                  "families cannot wait on each other",
+                  dl_sync__device_type_name(src.device.device_type), (int)src.device.device_id,
+                  dl_sync__device_type_name(dst.device.device_type), (int)dst.device.device_id));
   if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
   src = dl_sync_stream_view(src.device, src.handle);
   dst = dl_sync_stream_view(dst.device, dst.handle);
   if (dl_sync__same_stream(src, dst)) return DL_SYNC_OK; /* ordered with itself */
 
   const dl_sync_backend *backend = NULL;
-  status = dl_sync__backend_for(func, src.device, &backend);
-  if (status != DL_SYNC_OK) return status;
+  status = dl_sync__backend_for(src.device, &backend);
+  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
   const dl_sync_backend *dst_backend = dl_sync_get_backend(dst.device.device_type);
   if (dst_backend != backend)
-    return dl_sync__error(DL_SYNC_EINVAL, func,
-                          "src (%s) and dst (%s) are served by different backends ('%s' and "
-                          "'%s')",
-                          dl_sync__device_type_name(src.device.device_type),
-                          dl_sync__device_type_name(dst.device.device_type), backend->name,
-                          dst_backend != NULL ? dst_backend->name : "none");
-  return order(func, backend, src, dst, 0);
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL,
+                             "src (%s) and dst (%s) are served by different backends ('%s' and "
+                             "'%s')",
+                             dl_sync__device_type_name(src.device.device_type),
+                             dl_sync__device_type_name(dst.device.device_type), backend->name,
+                             dst_backend != NULL ? dst_backend->name : "none"));
+  return dl_sync__named(func, order(backend, src, dst, 0));
 }
 
 /* The cases that need no runtime: -1, and the producer's own stream (a handle > 2, which
@@ -263,36 +204,42 @@ static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
           (consumer.value > 2 && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
-/* Kept out of line, so that the cases without a runtime call pay for no stack frame. */
-__attribute__((noinline)) static int export_through_backend(dl_sync_stream producer,
+static int export_through_backend(dl_sync_stream producer,
                                                             dl_sync_stream_arg consumer) {
-  static const char *const func = "dl_sync_export";
   dl_sync_stream consumer_stream;
   int needs_sync = 0;
-  int status = dl_sync_stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
+  int status = dl_sync__stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
   if (status != DL_SYNC_OK || !needs_sync) return status;
   /* The device is valid now, and the consumer's is the producer's. */
   producer = dl_sync_stream_view(producer.device, producer.handle);
   if (producer.handle == consumer_stream.handle) return DL_SYNC_OK;
   const dl_sync_backend *backend = NULL;
-  status = dl_sync__backend_for(func, producer.device, &backend);
+  status = dl_sync__backend_for(producer.device, &backend);
   if (status != DL_SYNC_OK) return status;
-  return order(func, backend, producer, consumer_stream, consumer.is_none);
+  return order(backend, producer, consumer_stream, consumer.is_none);
+}
+
+/* Kept out of line, so that the cases without a runtime call pay for no stack frame. */
+__attribute__((noinline)) static int export_named(dl_sync_stream producer,
+                                                  dl_sync_stream_arg consumer) {
+  return dl_sync__named("dl_sync_export", export_through_backend(producer, consumer));
 }
 
 int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
-  return needs_no_sync(producer, consumer) ? DL_SYNC_OK
-                                           : export_through_backend(producer, consumer);
+  return needs_no_sync(producer, consumer) ? DL_SYNC_OK : export_named(producer, consumer);
 }
 
 int dl_sync_set_capture_policy(int policy) {
   if (policy != DL_SYNC_CAPTURE_STRICT && policy != DL_SYNC_CAPTURE_NONE_IS_NO_SYNC)
-    return dl_sync__error(DL_SYNC_EINVAL, "dl_sync_set_capture_policy",
-                          "policy %d: expected DL_SYNC_CAPTURE_STRICT (0) or "
-                          "DL_SYNC_CAPTURE_NONE_IS_NO_SYNC (1)",
-                          policy);
+    return dl_sync__named("dl_sync_set_capture_policy",
+                          dl_sync__error(DL_SYNC_EINVAL,
+                                         "policy %d: expected DL_SYNC_CAPTURE_STRICT (0) or "
+                                         "DL_SYNC_CAPTURE_NONE_IS_NO_SYNC (1)",
+                                         policy));
   atomic_store(&capture_policy, policy);
   return DL_SYNC_OK;
 }
 
-int dl_sync_get_capture_policy(void) { return atomic_load(&capture_policy); }
+int dl_sync_get_capture_policy(void) {
+  return atomic_load(&capture_policy);
+}

@@ -3,9 +3,6 @@
 
 #include "internal.h"
 
-static const char *const function_from = "dl_sync_stream_from_arg";
-static const char *const function_to = "dl_sync_stream_to_arg";
-
 dl_sync_stream dl_sync_stream_view(DLDevice device, void *native_stream) {
   return (dl_sync_stream){.device = device,
                           .handle = dl_sync__canonical_handle(device, native_stream)};
@@ -18,7 +15,9 @@ dl_sync_stream dl_sync_stream_view_per_thread_default(DLDevice device, void *nat
   return dl_sync_stream_view(device, native_stream);
 }
 
-dl_sync_stream_arg dl_sync_stream_arg_none(void) { return (dl_sync_stream_arg){.is_none = 1}; }
+dl_sync_stream_arg dl_sync_stream_arg_none(void) {
+  return (dl_sync_stream_arg){.is_none = 1};
+}
 
 dl_sync_stream_arg dl_sync_stream_arg_int(int64_t value) {
   return (dl_sync_stream_arg){.is_none = 0, .value = value};
@@ -26,9 +25,9 @@ dl_sync_stream_arg dl_sync_stream_arg_int(int64_t value) {
 
 static int handle_from_value(DLDevice device, int64_t value, void **out) {
   if ((uint64_t)value > (uint64_t)UINTPTR_MAX)
-    return dl_sync__error(DL_SYNC_EINVAL, function_from,
-                          "stream=%lld does not fit a pointer on %s:%d", (long long)value,
-                          dl_sync__device_type_name(device.device_type), (int)device.device_id);
+    return dl_sync__error(DL_SYNC_EINVAL, "stream=%lld does not fit a pointer on %s:%d",
+                          (long long)value, dl_sync__device_type_name(device.device_type),
+                          (int)device.device_id);
   *out = (void *)(uintptr_t)value;
   return DL_SYNC_OK;
 }
@@ -37,7 +36,7 @@ static int cuda_from_value(DLDevice device, int64_t value, void **out) {
   const char *type = dl_sync__device_type_name(device.device_type);
   switch (value) {
     case 0:
-      return dl_sync__error(DL_SYNC_EINVAL, function_from,
+      return dl_sync__error(DL_SYNC_EINVAL,
                             "stream=0 is ambiguous on %s:%d: pass 1 (legacy default), "
                             "2 (per-thread default) or a stream handle",
                             type, (int)device.device_id);
@@ -49,7 +48,7 @@ static int cuda_from_value(DLDevice device, int64_t value, void **out) {
       return DL_SYNC_OK;
     default:
       if (value < 0)
-        return dl_sync__error(DL_SYNC_EINVAL, function_from,
+        return dl_sync__error(DL_SYNC_EINVAL,
                               "stream=%lld is invalid on %s:%d: expected None, -1 (no "
                               "sync), 1 (legacy default), 2 (per-thread default) or a "
                               "stream handle > 2",
@@ -64,7 +63,7 @@ static int rocm_from_value(DLDevice device, int64_t value, void **out) {
     return DL_SYNC_OK;
   }
   if (value < 0 || value == 1 || value == 2)
-    return dl_sync__error(DL_SYNC_EINVAL, function_from,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "stream=%lld is invalid on %s:%d: expected None or 0 (the null "
                           "stream), -1 (no sync) or a stream handle > 2",
                           (long long)value, dl_sync__device_type_name(device.device_type),
@@ -72,13 +71,12 @@ static int rocm_from_value(DLDevice device, int64_t value, void **out) {
   return handle_from_value(device, value, out);
 }
 
-int dl_sync_stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
-                            int *out_needs_sync) {
+int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
+                             int *out_needs_sync) {
   if (out == NULL || out_needs_sync == NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, function_from,
-                          "out (%p) and out_needs_sync (%p) must not be NULL", (void *)out,
-                          (void *)out_needs_sync);
-  int status = dl_sync__check_device(function_from, "device", device);
+    return dl_sync__error(DL_SYNC_EINVAL, "out (%p) and out_needs_sync (%p) must not be NULL",
+                          (void *)out, (void *)out_needs_sync);
+  int status = dl_sync__check_device("device", device);
   if (status != DL_SYNC_OK) return status;
 
   int family = dl_sync__family(device.device_type);
@@ -86,7 +84,7 @@ int dl_sync_stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_str
   *out_needs_sync = 0;
   if (family == DL_SYNC__FAMILY_NONE) {
     if (arg.is_none) return DL_SYNC_OK;
-    return dl_sync__error(DL_SYNC_EINVAL, function_from,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "stream=%lld is invalid on %s:%d, which has no streams: expected "
                           "None",
                           (long long)arg.value, dl_sync__device_type_name(device.device_type),
@@ -106,10 +104,15 @@ int dl_sync_stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_str
   return DL_SYNC_OK;
 }
 
-int dl_sync_stream_to_arg(dl_sync_stream consumer, dl_sync_stream_arg *out) {
-  if (out == NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, function_to, "out must not be NULL");
-  int status = dl_sync__check_device(function_to, "consumer stream", consumer.device);
+int dl_sync_stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
+                            int *out_needs_sync) {
+  return dl_sync__named("dl_sync_stream_from_arg",
+                        dl_sync__stream_from_arg(device, arg, out, out_needs_sync));
+}
+
+static int stream_to_arg(dl_sync_stream consumer, dl_sync_stream_arg *out) {
+  if (out == NULL) return dl_sync__error(DL_SYNC_EINVAL, "out must not be NULL");
+  int status = dl_sync__check_device("consumer stream", consumer.device);
   if (status != DL_SYNC_OK) return status;
 
   int family = dl_sync__family(consumer.device.device_type);
@@ -119,7 +122,7 @@ int dl_sync_stream_to_arg(dl_sync_stream consumer, dl_sync_stream_arg *out) {
     return DL_SYNC_OK;
   }
   if (family == DL_SYNC__FAMILY_ROCM && handle == DL_SYNC_STREAM_PER_THREAD)
-    return dl_sync__error(DL_SYNC_EINVAL, function_to,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "the per-thread default stream has no stream argument on %s:%d "
                           "(1 and 2 are invalid on ROCm): pass the stream's own handle",
                           dl_sync__device_type_name(consumer.device.device_type),
@@ -128,4 +131,8 @@ int dl_sync_stream_to_arg(dl_sync_stream consumer, dl_sync_stream_arg *out) {
      their values; ROCm's null stream is 0. */
   *out = dl_sync_stream_arg_int((int64_t)(uintptr_t)handle);
   return DL_SYNC_OK;
+}
+
+int dl_sync_stream_to_arg(dl_sync_stream consumer, dl_sync_stream_arg *out) {
+  return dl_sync__named("dl_sync_stream_to_arg", stream_to_arg(consumer, out));
 }

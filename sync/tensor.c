@@ -34,31 +34,49 @@ static void owner_release(void *event_ctx) {
   free(owner);
 }
 
-/* Restores the producer's fields from the record; the tensor's reference goes. */
+/* Restores the producer's fields from the record; the tensor's reference goes, through
+   the record's own release (the owner copy's, whichever deleter runs). */
 static void *unwrap(dl_sync_tensor_event_owner *record) {
   void *manager_ctx = record->manager_ctx;
   record->magic = 0; /* a use after deletion reads as corrupt, not as an event */
-  owner_release(record->event_ctx);
+  record->release(record->event_ctx);
   return manager_ctx;
 }
 
-void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor) {
+/* The deleters are defined under hidden names, which this copy installs and compares:
+   the exported names are aliases, for the other copies' dladdr. An exported name taken
+   by address could resolve to another copy's deleter (a copy loaded RTLD_GLOBAL, or in a
+   -rdynamic executable), whose record and pools are not this copy's. */
+void dl_sync__tensor_event_deleter(DLManagedTensorVersioned *tensor) {
   dl_sync_tensor_event_owner *record = tensor->manager_ctx;
   tensor->deleter = record->versioned_deleter;
   tensor->manager_ctx = unwrap(record);
   if (tensor->deleter != NULL) tensor->deleter(tensor);
 }
 
-void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor) {
+void dl_sync__legacy_tensor_event_deleter(DLManagedTensor *tensor) {
   dl_sync_tensor_event_owner *record = tensor->manager_ctx;
   tensor->deleter = record->legacy_deleter;
   tensor->manager_ctx = unwrap(record);
   if (tensor->deleter != NULL) tensor->deleter(tensor);
 }
 
+#if defined(__GNUC__)
+void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor)
+    __attribute__((alias("dl_sync__tensor_event_deleter")));
+void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor)
+    __attribute__((alias("dl_sync__legacy_tensor_event_deleter")));
+#else
+void dl_sync_tensor_event_deleter_v1(DLManagedTensorVersioned *tensor) {
+  dl_sync__tensor_event_deleter(tensor);
+}
+void dl_sync_legacy_tensor_event_deleter_v1(DLManagedTensor *tensor) {
+  dl_sync__legacy_tensor_event_deleter(tensor);
+}
+#endif
+
 /* Either kind of tensor, as the code below needs it. */
 typedef struct tensor_view {
-  const char *func;
   const void *tensor;
   void *const *manager_ctx;
   uintptr_t deleter;
@@ -66,32 +84,25 @@ typedef struct tensor_view {
   DLDevice device;
 } tensor_view;
 
-static tensor_view view_versioned(const char *func, const DLManagedTensorVersioned *tensor) {
-  int major = tensor->deleter == dl_sync_tensor_event_deleter_v1
-                  ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
-                  : dl_sync__deleter_major((uintptr_t)tensor->deleter, 0);
-  return (tensor_view){func,
-                       tensor,
-                       &tensor->manager_ctx,
-                       (uintptr_t)tensor->deleter,
-                       major,
-                       tensor->dl_tensor.device};
+/* tensor is a DLManagedTensor when legacy, else a DLManagedTensorVersioned (not NULL). */
+static tensor_view view_of(const void *tensor, int legacy) {
+  const DLManagedTensorVersioned *versioned = tensor;
+  const DLManagedTensor *old = tensor;
+  uintptr_t deleter = legacy ? (uintptr_t)old->deleter : (uintptr_t)versioned->deleter;
+  uintptr_t own = legacy ? (uintptr_t)dl_sync__legacy_tensor_event_deleter
+                         : (uintptr_t)dl_sync__tensor_event_deleter;
+  return (tensor_view){
+      .tensor = tensor,
+      .manager_ctx = legacy ? &old->manager_ctx : &versioned->manager_ctx,
+      .deleter = deleter,
+      .major =
+          deleter == own ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR : dl_sync__deleter_major(deleter, legacy),
+      .device = legacy ? old->dl_tensor.device : versioned->dl_tensor.device,
+  };
 }
 
-static tensor_view view_legacy(const char *func, const DLManagedTensor *tensor) {
-  int major = tensor->deleter == dl_sync_legacy_tensor_event_deleter_v1
-                  ? DL_SYNC_TENSOR_EVENT_ABI_MAJOR
-                  : dl_sync__deleter_major((uintptr_t)tensor->deleter, 1);
-  return (tensor_view){func,
-                       tensor,
-                       &tensor->manager_ctx,
-                       (uintptr_t)tensor->deleter,
-                       major,
-                       tensor->dl_tensor.device};
-}
-
-static int null_tensor(const char *func) {
-  return dl_sync__error(DL_SYNC_EINVAL, func, "tensor must not be NULL");
+static int null_tensor(void) {
+  return dl_sync__error(DL_SYNC_EINVAL, "tensor must not be NULL");
 }
 
 static const char *family_name(int32_t family) {
@@ -101,7 +112,7 @@ static const char *family_name(int32_t family) {
 }
 
 static int unusable(const tensor_view *v, const char *what, long long value) {
-  return dl_sync__error(DL_SYNC_ENOTSUP, v->func,
+  return dl_sync__error(DL_SYNC_ENOTSUP,
                         "tensor %p carries a dlsync event this copy cannot use: %s %lld, "
                         "expected tensor-event ABI major %d with a CUDA (%d) or ROCm (%d) "
                         "runtime family (this copy is dlsync %d.%d.%d)",
@@ -120,7 +131,7 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
     return unusable(v, "its deleter is of tensor-event ABI major", v->major);
   dl_sync_tensor_event_owner *record = *v->manager_ctx;
   if (record == NULL || record->magic != DL_SYNC_TENSOR_EVENT_MAGIC)
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "tensor %p has dlsync's deleter but its manager_ctx %p is not "
                           "dlsync's: the tensor is corrupt (manager_ctx was overwritten or "
                           "the tensor was already deleted)",
@@ -132,7 +143,7 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
     return unusable(v, "its event is of runtime family", record->runtime_family);
   if (record->size < sizeof *record || record->event == NULL || record->retain == NULL ||
       record->release == NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, v->func,
+    return dl_sync__error(DL_SYNC_EINVAL,
                           "tensor %p has a dlsync owner record of %" PRIu64
                           " bytes (expected at least %zu) with event %p: the record is corrupt",
                           v->tensor, record->size, sizeof *record, record->event);
@@ -140,11 +151,11 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
   return DL_SYNC_OK;
 }
 
-static int check_stream(const char *func, const char *what, dl_sync_stream stream) {
-  int status = dl_sync__check_device(func, what, stream.device);
+static int check_stream(const char *what, dl_sync_stream stream) {
+  int status = dl_sync__check_device(what, stream.device);
   if (status != DL_SYNC_OK) return status;
   if (dl_sync__family(stream.device.device_type) != DL_SYNC__FAMILY_NONE) return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_EINVAL, func,
+  return dl_sync__error(DL_SYNC_EINVAL,
                         "the %s is on %s:%d, which has no streams: per-tensor events need a "
                         "CUDA or ROCm stream",
                         what, dl_sync__device_type_name(stream.device.device_type),
@@ -152,39 +163,27 @@ static int check_stream(const char *func, const char *what, dl_sync_stream strea
 }
 
 static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_stream stream) {
-  int status = check_stream(v->func, what, stream);
+  int status = check_stream(what, stream);
   if (status != DL_SYNC_OK) return status;
   if (dl_sync__family(stream.device.device_type) == dl_sync__family(v->device.device_type))
     return DL_SYNC_OK;
   return dl_sync__error(
-      DL_SYNC_EINVAL, v->func,
+      DL_SYNC_EINVAL,
       "tensor %p is on %s:%d but the %s is on %s:%d: expected a stream of "
       "the tensor's device family",
       v->tensor, dl_sync__device_type_name(v->device.device_type), (int)v->device.device_id, what,
       dl_sync__device_type_name(stream.device.device_type), (int)stream.device.device_id);
 }
 
-/* Records event on producer; the caller has checked the capture state. */
-static int record_event(const tensor_view *v, const dl_sync_backend *b,
-                        dl_sync__device_guard *guard, void *event, dl_sync_stream producer) {
-  int status = dl_sync__device_guard_use_stream(guard, v->func, producer);
-  if (status != DL_SYNC_OK) return status;
-  int code = b->event_record(b->ctx, event, producer.handle);
-  if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_EVENT_RECORD, code, producer.device);
-}
-
 /* A new owner with a pooled event; NULL (and a status) on failure. */
-static tensor_owner *new_owner(const tensor_view *v, const dl_sync_backend *b,
-                               dl_sync__device_guard *guard, dl_sync_stream producer, int *status) {
+static tensor_owner *new_owner(const dl_sync_backend *b, dl_sync__device_guard *guard,
+                               dl_sync_stream producer, int *status) {
   tensor_owner *owner = calloc(1, sizeof *owner);
-  *status = owner == NULL
-                ? dl_sync__error(DL_SYNC_ENOMEM, v->func, "cannot allocate a tensor event")
-                : DL_SYNC_OK;
+  *status =
+      owner == NULL ? dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a tensor event") : DL_SYNC_OK;
   void *event = NULL;
-  if (*status == DL_SYNC_OK)
-    *status = dl_sync__pool_for_stream(v->func, b, guard, producer, &owner->pool);
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, v->func, guard, &event);
+  if (*status == DL_SYNC_OK) *status = dl_sync__pool_for_stream(b, guard, producer, &owner->pool);
+  if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, guard, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);
     return NULL;
@@ -212,15 +211,15 @@ static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *re
   if (record != NULL && (record->runtime_family != dl_sync__family(producer.device.device_type) ||
                          record->device.device_id != producer.device.device_id))
     return dl_sync__error(
-        DL_SYNC_EINVAL, v->func,
+        DL_SYNC_EINVAL,
         "tensor %p carries an event of device %d (%s runtime); it cannot "
         "be re-recorded on %s:%d",
         v->tensor, (int)record->device.device_id, family_name(record->runtime_family),
         dl_sync__device_type_name(producer.device.device_type), (int)producer.device.device_id);
   dl_sync_capture_info info;
-  int status = dl_sync__capture_query(v->func, b, guard, producer, &info);
+  int status = dl_sync__capture_query(b, guard, producer, &info);
   if (status != DL_SYNC_OK || info.status == DL_SYNC_CAPTURE_NONE) return status;
-  return dl_sync__error(DL_SYNC_ECAPTURE, v->func,
+  return dl_sync__error(DL_SYNC_ECAPTURE,
                         "the producer's stream %p is capturing a graph: a per-tensor event "
                         "recorded now would belong to the capture. Record it after the "
                         "capture, or exchange on the producer's current work stream",
@@ -235,7 +234,7 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
   int status = check_tensor_stream(v, "producer stream", producer);
   if (status == DL_SYNC_OK) status = record_of(v, &record);
   const dl_sync_backend *b = NULL;
-  if (status == DL_SYNC_OK) status = dl_sync__backend_for(v->func, producer.device, &b);
+  if (status == DL_SYNC_OK) status = dl_sync__backend_for(producer.device, &b);
   if (status != DL_SYNC_OK) return status;
   producer = dl_sync_stream_view(producer.device, producer.handle);
   dl_sync__device_guard guard;
@@ -243,27 +242,27 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
   status = recordable(v, record, b, &guard, producer);
   tensor_owner *fresh = NULL;
   if (status == DL_SYNC_OK && record == NULL) {
-    fresh = new_owner(v, b, &guard, producer, &status);
+    fresh = new_owner(b, &guard, producer, &status);
     if (fresh != NULL) record = &fresh->record;
   }
-  if (status == DL_SYNC_OK) status = record_event(v, b, &guard, record->event, producer);
+  if (status == DL_SYNC_OK) status = dl_sync__record(b, &guard, record->event, producer);
   if (fresh != NULL && status != DL_SYNC_OK)
     owner_release(fresh);
   else
     *installed = fresh;
-  return dl_sync__device_guard_end(&guard, v->func, producer.device, status);
+  return dl_sync__device_guard_end(&guard, producer.device, status);
 }
 
 static dl_sync__tensor_event_ref ref_of(dl_sync_tensor_event_owner *record) {
   return (dl_sync__tensor_event_ref){record->event, record->device, record};
 }
 
-int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned *versioned,
+int dl_sync__tensor_event_find(const DLManagedTensorVersioned *versioned,
                                const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
                                int *found) {
   *found = 0;
-  if (versioned == NULL && legacy == NULL) return null_tensor(func);
-  tensor_view v = versioned != NULL ? view_versioned(func, versioned) : view_legacy(func, legacy);
+  if (versioned == NULL && legacy == NULL) return null_tensor(); /* the one given is NULL */
+  tensor_view v = versioned != NULL ? view_of(versioned, 0) : view_of(legacy, 1);
   dl_sync_tensor_event_owner *record = NULL;
   int status = record_of(&v, &record);
   if (status != DL_SYNC_OK || record == NULL) return status;
@@ -274,50 +273,32 @@ int dl_sync__tensor_event_find(const char *func, const DLManagedTensorVersioned 
 
 /* A capturing consumer: an external event-wait node, and the graph keeps the event alive
    through the owner's retain / release (whichever copy the owner is). */
-static int wait_external(const char *func, const dl_sync_tensor_event_owner *record,
-                         const dl_sync_backend *b, dl_sync__device_guard *guard,
-                         dl_sync_stream consumer) {
+static int wait_external(const dl_sync_tensor_event_owner *record, const dl_sync_backend *b,
+                         dl_sync__device_guard *guard, dl_sync_stream consumer) {
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, func,
+    return dl_sync__error(DL_SYNC_ENOTSUP,
                           "the consumer's stream %p is capturing a graph and the %s runtime "
                           "cannot wait on an outside event from a capture",
                           consumer.handle, b->name);
   record->retain(record->event_ctx); /* the graph's reference */
-  int code = b->graph_retain(b->ctx, consumer.handle, record->event_ctx, record->release);
-  if (code != 0)
-    return dl_sync__runtime_error(func, b, DL_SYNC_OP_GRAPH_RETAIN, code, consumer.device);
-  int status = dl_sync__device_guard_use_stream(guard, func, consumer);
-  if (status != DL_SYNC_OK) return status;
-  code = b->stream_wait_external(b->ctx, consumer.handle, record->event);
-  if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(func, b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, consumer.device);
+  return dl_sync__wait_external(b, guard, consumer, record->event, record->event_ctx,
+                                record->release);
 }
 
-static int wait_plain(const char *func, const dl_sync_tensor_event_owner *record,
-                      const dl_sync_backend *b, dl_sync__device_guard *guard,
-                      dl_sync_stream consumer) {
-  int status = dl_sync__device_guard_use_stream(guard, func, consumer);
-  if (status != DL_SYNC_OK) return status;
-  int code = b->stream_wait(b->ctx, consumer.handle, record->event);
-  if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(func, b, DL_SYNC_OP_STREAM_WAIT, code, consumer.device);
-}
-
-int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref *ref,
-                               dl_sync_stream consumer,
+int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync_stream consumer,
                                const dl_sync_capture_info *consumer_capture) {
   const dl_sync_tensor_event_owner *record = ref->owner;
-  int status = check_stream(func, "consumer stream", consumer);
+  int status = check_stream("consumer stream", consumer);
   if (status != DL_SYNC_OK) return status;
   if (dl_sync__family(consumer.device.device_type) != record->runtime_family)
     return dl_sync__error(
-        DL_SYNC_ENOTSUP, func,
+        DL_SYNC_ENOTSUP,
         "the tensor's event %p is an event of the %s runtime (recorded on "
         "device %d); the consumer stream on %s:%d cannot wait on it",
         record->event, family_name(record->runtime_family), (int)record->device.device_id,
         dl_sync__device_type_name(consumer.device.device_type), (int)consumer.device.device_id);
   const dl_sync_backend *b = NULL; /* the consumer copy's: events are process-wide */
-  status = dl_sync__backend_for(func, consumer.device, &b);
+  status = dl_sync__backend_for(consumer.device, &b);
   if (status != DL_SYNC_OK) return status;
   consumer = dl_sync_stream_view(consumer.device, consumer.handle);
   dl_sync__device_guard guard;
@@ -325,119 +306,101 @@ int dl_sync__tensor_event_wait(const char *func, const dl_sync__tensor_event_ref
   dl_sync_capture_info info;
   if (consumer_capture != NULL) {
     info = *consumer_capture;
-    status = dl_sync__capture_usable(func, consumer, &info);
+    status = dl_sync__capture_usable(consumer, &info);
   } else {
-    status = dl_sync__capture_query(func, b, &guard, consumer, &info);
+    status = dl_sync__capture_query(b, &guard, consumer, &info);
   }
   if (status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE)
-    status = wait_external(func, record, b, &guard, consumer);
+    status = wait_external(record, b, &guard, consumer);
   else if (status == DL_SYNC_OK)
-    status = wait_plain(func, record, b, &guard, consumer);
-  return dl_sync__device_guard_end(&guard, func, consumer.device, status);
+    status = dl_sync__wait(b, &guard, consumer, record->event);
+  return dl_sync__device_guard_end(&guard, consumer.device, status);
 }
 
-static int wait_for(const tensor_view *v, dl_sync_stream consumer) {
+static int wait_for(const void *tensor, int legacy, dl_sync_stream consumer) {
+  if (tensor == NULL) return null_tensor();
+  tensor_view v = view_of(tensor, legacy);
   dl_sync_tensor_event_owner *record = NULL;
-  int status = record_of(v, &record);
-  if (status != DL_SYNC_OK) return status;
-  if (record == NULL)
-    return dl_sync__error(DL_SYNC_OK, v->func,
-                          "tensor %p carries no dlsync event (its deleter %p is not a deleter "
-                          "that any copy of dlsync in this process exports): nothing to wait "
-                          "for",
-                          v->tensor, (void *)v->deleter);
-  status = check_tensor_stream(v, "consumer stream", consumer);
+  int status = record_of(&v, &record);
+  if (status != DL_SYNC_OK || record == NULL) return status; /* another producer's: no wait */
+  status = check_tensor_stream(&v, "consumer stream", consumer);
   if (status != DL_SYNC_OK) return status;
   dl_sync__tensor_event_ref ref = ref_of(record);
-  return dl_sync__tensor_event_wait(v->func, &ref, consumer, NULL);
+  return dl_sync__tensor_event_wait(&ref, consumer, NULL);
 }
 
-static int synchronize(const tensor_view *v) {
+static int synchronize(const void *tensor, int legacy) {
+  if (tensor == NULL) return null_tensor();
+  tensor_view v = view_of(tensor, legacy);
   dl_sync_tensor_event_owner *record = NULL;
-  int status = record_of(v, &record);
+  int status = record_of(&v, &record);
   if (status != DL_SYNC_OK || record == NULL) return status;
   const dl_sync_backend *b = NULL;
-  status = dl_sync__backend_for(v->func, record->device, &b);
+  status = dl_sync__backend_for(record->device, &b);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_synchronize(b->ctx, record->event);
   if (code == 0) return DL_SYNC_OK;
-  return dl_sync__runtime_error(v->func, b, DL_SYNC_OP_EVENT_SYNCHRONIZE, code, record->device);
+  return dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_SYNCHRONIZE, code, record->device);
 }
 
-static int has_event(const tensor_view *v) {
+static int has_event(const void *tensor, int legacy) {
+  if (tensor == NULL) return null_tensor();
+  tensor_view v = view_of(tensor, legacy);
   dl_sync_tensor_event_owner *record = NULL;
-  int status = record_of(v, &record);
+  int status = record_of(&v, &record);
   return status != DL_SYNC_OK ? status : record != NULL;
 }
 
-int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer) {
-  static const char *const func = "dl_sync_tensor_record";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_versioned(func, tensor);
+/* Records; a new owner record takes the tensor's manager_ctx and deleter. */
+static int record_tensor(void *tensor, int legacy, dl_sync_stream producer) {
+  if (tensor == NULL) return null_tensor();
+  tensor_view v = view_of(tensor, legacy);
   tensor_owner *installed = NULL;
   int status = record(&v, producer, &installed);
-  if (installed != NULL) {
-    installed->record.manager_ctx = tensor->manager_ctx;
-    installed->record.versioned_deleter = tensor->deleter;
-    tensor->manager_ctx = &installed->record;
-    tensor->deleter = dl_sync_tensor_event_deleter_v1;
+  if (installed == NULL) return status;
+  DLManagedTensorVersioned *versioned = tensor;
+  DLManagedTensor *old = tensor;
+  void **manager_ctx = legacy ? &old->manager_ctx : &versioned->manager_ctx;
+  installed->record.manager_ctx = *manager_ctx;
+  *manager_ctx = &installed->record;
+  if (legacy) {
+    installed->record.legacy_deleter = old->deleter;
+    old->deleter = dl_sync__legacy_tensor_event_deleter;
+  } else {
+    installed->record.versioned_deleter = versioned->deleter;
+    versioned->deleter = dl_sync__tensor_event_deleter;
   }
   return status;
+}
+
+int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer) {
+  return dl_sync__named("dl_sync_tensor_record", record_tensor(tensor, 0, producer));
 }
 
 int dl_sync_legacy_tensor_record(DLManagedTensor *tensor, dl_sync_stream producer) {
-  static const char *const func = "dl_sync_legacy_tensor_record";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_legacy(func, tensor);
-  tensor_owner *installed = NULL;
-  int status = record(&v, producer, &installed);
-  if (installed != NULL) {
-    installed->record.manager_ctx = tensor->manager_ctx;
-    installed->record.legacy_deleter = tensor->deleter;
-    tensor->manager_ctx = &installed->record;
-    tensor->deleter = dl_sync_legacy_tensor_event_deleter_v1;
-  }
-  return status;
+  return dl_sync__named("dl_sync_legacy_tensor_record", record_tensor(tensor, 1, producer));
 }
 
 int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor, dl_sync_stream consumer) {
-  static const char *const func = "dl_sync_tensor_wait";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_versioned(func, tensor);
-  return wait_for(&v, consumer);
+  return dl_sync__named("dl_sync_tensor_wait", wait_for(tensor, 0, consumer));
 }
 
 int dl_sync_legacy_tensor_wait(const DLManagedTensor *tensor, dl_sync_stream consumer) {
-  static const char *const func = "dl_sync_legacy_tensor_wait";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_legacy(func, tensor);
-  return wait_for(&v, consumer);
+  return dl_sync__named("dl_sync_legacy_tensor_wait", wait_for(tensor, 1, consumer));
 }
 
 int dl_sync_tensor_synchronize(const DLManagedTensorVersioned *tensor) {
-  static const char *const func = "dl_sync_tensor_synchronize";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_versioned(func, tensor);
-  return synchronize(&v);
+  return dl_sync__named("dl_sync_tensor_synchronize", synchronize(tensor, 0));
 }
 
 int dl_sync_legacy_tensor_synchronize(const DLManagedTensor *tensor) {
-  static const char *const func = "dl_sync_legacy_tensor_synchronize";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_legacy(func, tensor);
-  return synchronize(&v);
+  return dl_sync__named("dl_sync_legacy_tensor_synchronize", synchronize(tensor, 1));
 }
 
 int dl_sync_tensor_has_event(const DLManagedTensorVersioned *tensor) {
-  static const char *const func = "dl_sync_tensor_has_event";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_versioned(func, tensor);
-  return has_event(&v);
+  return dl_sync__named("dl_sync_tensor_has_event", has_event(tensor, 0));
 }
 
 int dl_sync_legacy_tensor_has_event(const DLManagedTensor *tensor) {
-  static const char *const func = "dl_sync_legacy_tensor_has_event";
-  if (tensor == NULL) return null_tensor(func);
-  tensor_view v = view_legacy(func, tensor);
-  return has_event(&v);
+  return dl_sync__named("dl_sync_legacy_tensor_has_event", has_event(tensor, 1));
 }

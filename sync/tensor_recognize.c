@@ -105,7 +105,7 @@ int dl_sync__deleter_major(uintptr_t deleter, int legacy) {
 
 int dl_sync_tensor_events_visible(void) {
   /* Uncached on purpose: a framework asks once, and the answer must be this copy's. */
-  return verdict_of((uintptr_t)dl_sync_tensor_event_deleter_v1) == DL_SYNC_TENSOR_EVENT_ABI_MAJOR &&
-         verdict_of((uintptr_t)dl_sync_legacy_tensor_event_deleter_v1) ==
+  return verdict_of((uintptr_t)dl_sync__tensor_event_deleter) == DL_SYNC_TENSOR_EVENT_ABI_MAJOR &&
+         verdict_of((uintptr_t)dl_sync__legacy_tensor_event_deleter) ==
              -DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
 }

@@ -286,9 +286,10 @@ static void test_a_tensor_without_event_adds_nothing(void **state) {
   DLManagedTensorVersioned plain = {.version = {1, 3}};
   plain.dl_tensor.device = cuda0;
   dl_sync_group group = group_on(MOCK_STREAM_B);
+  assert_int_equal(dl_sync_group_add_tensor(&group, NULL), DL_SYNC_EINVAL);
   assert_int_equal(dl_sync_group_add_tensor(&group, &plain), DL_SYNC_OK);
-  assert_error_mentions("carries no dlsync event");
-  assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK);
+  assert_error_mentions("tensor must not be NULL"); /* a success writes no message */
+  assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK); /* no runtime call expected */
 }
 
 /* --- the capture table, per producer -------------------------------------------------- */

@@ -31,7 +31,10 @@ enum {
 #undef DL_SYNC__STATUS_ENUM
 };
 
-/** This thread's last error message; "no error" before the first one. Never NULL. */
+/** This thread's last error message: "function: what failed", written by the public
+    function that failed. A call that succeeds writes nothing, so after a success this is
+    still the message of the thread's last failure ("no error" before the first). Never
+    NULL. */
 DL_SYNC_API const char *dl_sync_last_error(void);
 
 /** "DL_SYNC_EINVAL" and so on; "DL_SYNC_OK" for 0; "DL_SYNC_UNKNOWN" otherwise. */

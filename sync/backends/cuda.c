@@ -258,5 +258,3 @@ const dl_sync_backend *dl_sync_cudart_backend(void) {
 dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend) {
   return backend == &cuda_backend ? &runtime : NULL;
 }
-
-dl_sync__runtime *dl_sync__cudart_runtime(void) { return &runtime; }

@@ -344,5 +344,3 @@ const dl_sync_backend *dl_sync_cuda_backend(void) {
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend) {
   return backend == &cuda_driver_backend ? &driver : NULL;
 }
-
-dl_sync__runtime *dl_sync__cuda_driver(void) { return &driver; }

@@ -279,5 +279,3 @@ const dl_sync_backend *dl_sync_hip_backend(void) {
 dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend) {
   return backend == &hip_backend ? &runtime : NULL;
 }
-
-dl_sync__runtime *dl_sync__hip_runtime(void) { return &runtime; }

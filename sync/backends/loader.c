@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_path(dl_sync__runtime *rt, void *handle, const char *name) {
+void dl_sync__runtime_set_path(dl_sync__runtime *rt, void *handle, const char *name) {
   struct link_map *map = NULL;
   const char *path = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != NULL &&
                              map->l_name != NULL && map->l_name[0] != '\0'
@@ -22,7 +22,7 @@ static int open_file(dl_sync__runtime *rt, const char *file, int flags) {
   void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL | flags);
   if (handle == NULL) return -1;
   rt->handle = handle;
-  set_path(rt, handle, file);
+  dl_sync__runtime_set_path(rt, handle, file);
   return 0;
 }
 
@@ -31,7 +31,7 @@ static int open_file(dl_sync__runtime *rt, const char *file, int flags) {
 typedef struct loaded_runtimes {
   const char *prefix;
   size_t count;
-  char paths[4][256];
+  const char *paths[4]; /* the loader's own names, valid while the objects are loaded */
 } loaded_runtimes;
 
 static int note_loaded(struct dl_phdr_info *info, size_t size, void *data) {
@@ -43,7 +43,7 @@ static int note_loaded(struct dl_phdr_info *info, size_t size, void *data) {
   if (strncmp(base, found->prefix, strlen(found->prefix)) != 0) return 0;
   for (size_t i = 0; i < found->count && i < 4; i++)
     if (strcmp(found->paths[i], path) == 0) return 0;
-  if (found->count < 4) snprintf(found->paths[found->count], sizeof found->paths[0], "%s", path);
+  if (found->count < 4) found->paths[found->count] = path;
   found->count++;
   return 0;
 }
@@ -115,24 +115,45 @@ static int open_library(dl_sync__runtime *rt, int may_load, int *final) {
   return open_loaded(rt);
 }
 
-/* The libraries' locks are held around fork(), so that a child never inherits one held by
-   a thread it does not have (a search takes them only while a library is looked for). */
-static dl_sync__runtime *every_runtime(size_t i) {
-  return i == 0 ? dl_sync__cuda_driver() : i == 1 ? dl_sync__cudart_runtime() : dl_sync__hip_runtime();
-}
+/* The libraries searched for, whose locks are held around fork(), so that a child never
+   inherits one held by a thread it does not have (a search holds it only while a library
+   is looked for). Each registers itself at its first search. */
+enum { DL_SYNC__RUNTIMES = 8 };
+static _Atomic(dl_sync__runtime *) searched[DL_SYNC__RUNTIMES];
+
 static void lock_all(void) {
-  for (size_t i = 0; i < 3; i++) pthread_mutex_lock(&every_runtime(i)->lock);
+  for (size_t i = 0; i < DL_SYNC__RUNTIMES; i++) {
+    dl_sync__runtime *rt = atomic_load(&searched[i]);
+    if (rt != NULL) pthread_mutex_lock(&rt->lock);
+  }
 }
 static void unlock_all(void) {
-  for (size_t i = 3; i-- > 0;) pthread_mutex_unlock(&every_runtime(i)->lock);
+  for (size_t i = DL_SYNC__RUNTIMES; i-- > 0;) {
+    dl_sync__runtime *rt = atomic_load(&searched[i]);
+    if (rt != NULL) pthread_mutex_unlock(&rt->lock);
+  }
 }
-static void watch_fork(void) { pthread_atfork(lock_all, unlock_all, unlock_all); }
+static void watch_fork(void) {
+  pthread_atfork(lock_all, unlock_all, unlock_all);
+}
+
+/* Called before rt's lock is first taken; a fork meanwhile does not hold it yet, which is
+   safe: no search of rt has begun. */
+static void register_search(dl_sync__runtime *rt) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, watch_fork); /* at the first search: nothing runs at load */
+  for (size_t i = 0; i < DL_SYNC__RUNTIMES; i++) {
+    dl_sync__runtime *expected = NULL;
+    if (atomic_load(&searched[i]) == rt ||
+        atomic_compare_exchange_strong(&searched[i], &expected, rt) || expected == rt)
+      return;
+  }
+}
 
 int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load) {
   int state = atomic_load_explicit(&rt->state, memory_order_acquire);
   if (state != DL_SYNC__RUNTIME_UNFOUND) return state == DL_SYNC__RUNTIME_READY;
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, watch_fork); /* at the first search: nothing runs at load */
+  register_search(rt);
   pthread_mutex_lock(&rt->lock);
   state = atomic_load_explicit(&rt->state, memory_order_relaxed);
   if (state == DL_SYNC__RUNTIME_UNFOUND) {
@@ -146,6 +167,11 @@ int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load) {
   }
   pthread_mutex_unlock(&rt->lock);
   return state == DL_SYNC__RUNTIME_READY;
+}
+
+void dl_sync__runtime_lock(dl_sync__runtime *rt) {
+  register_search(rt);
+  pthread_mutex_lock(&rt->lock);
 }
 
 void *dl_sync__runtime_symbol(const dl_sync__runtime *rt, const char *name) {
@@ -170,85 +196,4 @@ int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) {
   rt->handle = NULL;
   rt->lookup = NULL;
   return -1;
-}
-
-static dl_sync__runtime *runtime_of(const dl_sync_backend *backend) {
-  dl_sync__runtime *rt = dl_sync__cuda_driver_of(backend);
-  if (rt == NULL) rt = dl_sync__cudart_of(backend);
-  if (rt == NULL) rt = dl_sync__hip_runtime_of(backend);
-  return rt;
-}
-
-static const char *backend_name(const dl_sync_backend *backend) {
-  return backend->name != NULL ? backend->name : "(unnamed)";
-}
-
-int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info *out) {
-  static const char *const func = "dl_sync_backend_runtime";
-  if (backend == NULL || out == NULL)
-    return dl_sync__error(DL_SYNC_EINVAL, func, "backend (%p) and out (%p) must not be NULL",
-                          (const void *)backend, (void *)out);
-  *out = (dl_sync_runtime_info){0};
-  dl_sync__runtime *rt = runtime_of(backend);
-  if (rt == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, func,
-                          "backend '%s' is not one of dlsync's built-in backends "
-                          "(dl_sync_cuda_backend(), dl_sync_cudart_backend(), "
-                          "dl_sync_hip_backend())",
-                          backend_name(backend));
-  if (!dl_sync__runtime_find(rt, 0))
-    return dl_sync__error(DL_SYNC_ENODEV, func, "no %s: %s", rt->family, rt->why);
-  int hip = dl_sync__hip_runtime_of(backend) != NULL;
-  out->path = rt->path;
-  out->version = rt->version;
-  out->major = hip ? rt->version / 10000000 : rt->version / 1000;
-  out->minor = hip ? rt->version / 100000 % 100 : rt->version % 1000 / 10;
-  return DL_SYNC_OK;
-}
-
-int dl_sync_bind_runtime(const dl_sync_backend *backend,
-                         void *(*lookup)(void *user, const char *name), void *user) {
-  static const char *const func = "dl_sync_bind_runtime";
-  if (backend == NULL || (lookup == NULL && user == NULL))
-    return dl_sync__error(DL_SYNC_EINVAL, func,
-                          "backend (%p) must not be NULL, and user (%p) must be a dlopen "
-                          "handle when lookup is NULL",
-                          (const void *)backend, user);
-  dl_sync__runtime *rt = dl_sync__cudart_of(backend);
-  if (rt == NULL) rt = dl_sync__hip_runtime_of(backend);
-  if (rt == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP, func,
-                          "backend '%s' takes no runtime: only dl_sync_cudart_backend() and "
-                          "dl_sync_hip_backend() do (the CUDA driver backend needs none)",
-                          backend_name(backend));
-  pthread_mutex_lock(&rt->lock);
-  int state = atomic_load_explicit(&rt->state, memory_order_relaxed);
-  int status = DL_SYNC_OK;
-  if (state == DL_SYNC__RUNTIME_READY) {
-    status = dl_sync__error(DL_SYNC_EINVAL, func,
-                            "the %s backend already uses %s: bind before its first use",
-                            backend_name(backend), rt->path);
-  } else {
-    rt->handle = lookup == NULL ? user : NULL;
-    rt->lookup = lookup;
-    rt->user = user;
-    if (lookup == NULL)
-      set_path(rt, user, "(a dlopen handle)");
-    else
-      snprintf(rt->path, sizeof rt->path, "(bound by the caller)");
-    state = rt->resolve(rt) == 0 ? DL_SYNC__RUNTIME_READY : DL_SYNC__RUNTIME_UNFOUND;
-    if (state == DL_SYNC__RUNTIME_READY) {
-      rt->why[0] = '\0';
-      Dl_info info; /* where a statically linked runtime lives */
-      void *entry = lookup != NULL ? lookup(user, rt->version_call) : NULL;
-      if (entry != NULL && dladdr(entry, &info) != 0 && info.dli_fname != NULL)
-        snprintf(rt->path, sizeof rt->path, "%s (bound by the caller)", info.dli_fname);
-    } else {
-      status =
-          dl_sync__error(DL_SYNC_ENODEV, func, "the bound %s does not do: %s", rt->family, rt->why);
-    }
-    atomic_store_explicit(&rt->state, state, memory_order_release);
-  }
-  pthread_mutex_unlock(&rt->lock);
-  return status;
 }

@@ -35,14 +35,18 @@ struct dl_sync__runtime {
   void *handle;                                  /* the dlopen handle, unless bound by lookup */
   void *(*lookup)(void *user, const char *name); /* bound by the caller */
   void *user;
-  char path[512]; /* the file used */
+  char path[4096]; /* the file used */
   int version;    /* as the library reports it */
-  char why[640];  /* unless READY: what was tried and why it did not do */
+  char why[1024]; /* unless READY: what was tried and why it did not do */
 };
 
 /* 1 when rt is ready, looking for it first unless it was found (or rejected) before.
    may_load: the driver may be loaded now (a runtime never is). */
 int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load);
+/* Takes rt's lock for a change of its library outside a search (a binding). */
+void dl_sync__runtime_lock(dl_sync__runtime *rt);
+/* rt->path from handle's file, else name. */
+void dl_sync__runtime_set_path(dl_sync__runtime *rt, void *handle, const char *name);
 /* The address of name in rt's library, or NULL. */
 void *dl_sync__runtime_symbol(const dl_sync__runtime *rt, const char *name);
 /* Stores the address of name into the function pointer at pointer (size bytes); 0 when
@@ -52,13 +56,9 @@ int dl_sync__runtime_bind(const dl_sync__runtime *rt, const char *name, void *po
 int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 
 /* The library of backend when it is a built-in one (cuda_driver.c, cuda.c, hip.c), else
-   NULL; and how its version reads as major.minor. */
+   NULL. Used by runtime_info.c, never by the loader. */
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend);
 dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend);
 dl_sync__runtime *dl_sync__hip_runtime_of(const dl_sync_backend *backend);
-/* The same libraries, without a search. */
-dl_sync__runtime *dl_sync__cuda_driver(void);
-dl_sync__runtime *dl_sync__cudart_runtime(void);
-dl_sync__runtime *dl_sync__hip_runtime(void);
 
 #endif /* DL_SYNC_LOADER_H_ */

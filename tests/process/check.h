@@ -28,6 +28,30 @@ __attribute__((format(printf, 3, 4), noreturn)) static inline void check_failed(
 }
 
 #define FAIL(...) check_failed(__FILE__, __LINE__, __VA_ARGS__)
+
+/* Exit status 77: ctest reports the test skipped (SKIP_RETURN_CODE), with the reason. */
+__attribute__((noreturn)) static inline void skip(const char *reason) {
+  printf("skipped: %s\n", reason);
+  fflush(stdout);
+  exit(77);
+}
+
+/* Sanitizer builds: their allocators and thread bookkeeping change what a process may do
+   around fork(), and their shadow memory what its footprint means. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PROCESS_UNDER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define PROCESS_UNDER_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) && !defined(PROCESS_UNDER_ASAN)
+#define PROCESS_UNDER_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer) && !defined(PROCESS_UNDER_TSAN)
+#define PROCESS_UNDER_TSAN 1
+#endif
+#endif
 #define CHECK(condition) ((condition) ? (void)0 : FAIL("check failed: %s", #condition))
 #define CHECK_INT(actual, expected)                                                   \
   do {                                                                                \

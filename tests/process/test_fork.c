@@ -1,27 +1,31 @@
 /*
- * fork() next to dlsync, on a backend without a device (host_backend.c):
+ * fork() next to dlsync, on a backend without a device (host_backend.c). Every child runs
+ * under alarm(5): a hang is a SIGALRM, a crash its signal, and either fails the test, as
+ * does a child's failed check (exit status 2, its message on stderr).
  *
- *   test_fork stress        a thread hammers the event pool (tensor events, exports, pool
- *                           statistics: every lock dlsync has) while the main thread forks
- *                           3000 times. Each child deletes a tensor whose event the parent
- *                           recorded, then records and waits on a tensor of its own.
- *   test_fork cache-owner   the forking thread owns a thread cache (it exported first);
- *                           each child finds no pool of the parent's, makes its own events,
- *                           and a thread of its own gives its cache back at exit.
- *   test_fork pthread-exit  the child's only thread leaves with pthread_exit after a dlsync
- *                           call, so its thread cache is destroyed in the child (run under
- *                           valgrind too: no invalid access, no definite leak).
+ *   test_process_fork stress: a thread hammers every lock dlsync has (a tensor's event
+ *     comes from the pool and goes back there; exports go through the thread cache;
+ *     statistics take the caches' list lock) while the main thread forks 3000 times. Each
+ *     child deletes a tensor whose event the parent recorded, then records and waits on one
+ *     of its own. Catches: a child that gives the parent's event back to the parent's pool
+ *     (a copy whose lock the hammering thread may have held at the fork; the child spins on
+ *     it for ever), i.e. dl_sync__pool_release without its fork-generation check; and a
+ *     child that takes a parent's event instead of creating its own (the event count).
  *
- * What it catches: a child that touches a pool of the parent's. The parent's pools and
- * thread caches are copies whose locks may have been held, at fork time, by a thread the
- * child does not have; a child that gives the parent's event back to the parent's pool
- * (the deleter of a tensor recorded before the fork), takes a parent's event from a cache,
- * or flushes the forking thread's cache into the parent's pools at its exit, spins on
- * such a lock for ever. Every child runs under alarm(5): a hang is a SIGALRM, a crash
- * its signal, and both fail the test; a child that reuses a parent's event fails its
- * event count. Without the fork generation of the pools (dl_sync__pool_release of an
- * older generation does nothing), the stress mode hangs in the deleter of the first child
- * forked while the hammering thread held the pool's lock.
+ *   test_process_fork cache-owner: the forking thread owns a thread cache (it exported
+ *     first), and the hammering thread runs. Each child must see no pool of the parent's
+ *     (statistics all zero), create its own event, reuse it from its own cache, and a
+ *     thread it starts must give its cache back to the child's pool at exit. Catches: pools
+ *     the child did not forget, and the forking thread's cache surviving into the child
+ *     (its events and its pool pointers are the parent's).
+ *
+ *   test_process_fork pthread-exit: the child's only thread leaves with pthread_exit, so
+ *     the thread-cache key destructor runs in the child: after a dlsync call of the child's
+ *     (even children), or with only what the fork left (odd ones). Catches a destructor
+ *     that reaches memory the fork handler discarded (a cache freed in the child while the
+ *     key still names it: SIGSEGV, or an invalid read under valgrind), and, under valgrind
+ *     (process_fork_pthread_exit_valgrind) or LeakSanitizer, a definite leak of the child's
+ *     own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -159,11 +163,29 @@ static void stress_child(int index) {
   own.deleter(&own);
 }
 
+/* ThreadSanitizer makes each fork of a threaded process slow: fewer children there. */
+#ifdef PROCESS_UNDER_TSAN
+enum { STRESS_FORKS = 300 };
+#else
+enum { STRESS_FORKS = 3000 };
+#endif
+
+/* AddressSanitizer's allocator is not fork-safe: a child's malloc may wait for ever on a
+   lock of the allocator that the hammering thread held at the fork. */
+static void skip_a_child_that_allocates_next_to_a_thread(void) {
+#ifdef PROCESS_UNDER_ASAN
+  skip(
+      "under AddressSanitizer a forked child's malloc may wait for ever on the sanitizer "
+      "allocator's lock, held at the fork by the parent's other thread");
+#endif
+}
+
 static void run_stress(void) {
+  skip_a_child_that_allocates_next_to_a_thread();
   recorded_by_parent = tensor_on_cuda0();
   CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
   pthread_t thread = start_hammer();
-  fork_children(3000, stress_child);
+  fork_children(STRESS_FORKS, stress_child);
   stop_hammer(thread);
   CHECK_DL(dl_sync_tensor_wait(&recorded_by_parent, stream(HOST_STREAM_B)));
   recorded_by_parent.deleter(&recorded_by_parent);
@@ -198,6 +220,10 @@ static void cache_owner_child(int index) {
 }
 
 static void run_cache_owner(void) {
+  skip_a_child_that_allocates_next_to_a_thread();
+#ifdef PROCESS_UNDER_TSAN
+  skip("ThreadSanitizer does not support starting a thread in a child of a threaded process");
+#endif
   recorded_by_parent = tensor_on_cuda0();
   CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
   CHECK_DL(dl_sync_export(stream(HOST_STREAM_A), arg_of(HOST_STREAM_B))); /* our cache */
@@ -224,9 +250,9 @@ static void pthread_exit_child(int index) {
 }
 
 /* What the parent holds when it forks: a pool, a tensor's event, an event in this thread's
-   cache. A child forgets them without touching them, so valgrind finds them unreachable
-   in the child: fork_child.supp names this function to tell those blocks from the
-   child's own. */
+   cache. A child forgets them without touching them, so valgrind and LeakSanitizer find
+   them unreachable in the child: fork_child.supp and fork_child.lsan.supp name this
+   function to tell those blocks from the child's own. */
 __attribute__((noinline)) static void parent_state_before_fork(void) {
   recorded_by_parent = tensor_on_cuda0();
   CHECK_DL(dl_sync_tensor_record(&recorded_by_parent, stream(HOST_STREAM_A)));
@@ -234,6 +260,11 @@ __attribute__((noinline)) static void parent_state_before_fork(void) {
 }
 
 static void run_pthread_exit(void) {
+#ifdef PROCESS_UNDER_TSAN
+  skip(
+      "under ThreadSanitizer a child whose main thread calls pthread_exit never ends (the "
+      "sanitizer's own thread stays)");
+#endif
   parent_state_before_fork();
   fork_children(4, pthread_exit_child);
   recorded_by_parent.deleter(&recorded_by_parent);

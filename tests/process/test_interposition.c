@@ -2,11 +2,11 @@
  * Static copies of dlsync that must stay independent when the process makes their
  * symbols visible to each other:
  *
- *   test_interposition two-plugins   two libraries, each with its own static copy; the
- *       first is loaded RTLD_NOW | RTLD_GLOBAL (its symbols join the global scope), the
- *       second RTLD_LOCAL.
- *   test_interposition_exe           an executable linked with -rdynamic (its symbols are
- *       in the global scope) holding a static copy, which loads a library with another.
+ *   test_process_interposition two-plugins: two libraries, each with its own static
+ *     copy; the first is loaded RTLD_NOW | RTLD_GLOBAL (its symbols join the global
+ *     scope), the second RTLD_LOCAL.
+ *   test_process_interposition_exe: an executable linked with -rdynamic (its symbols are
+ *     in the global scope) holding a static copy, which loads a library with another.
  *
  * Each copy is reached through its own function table (copy_plugin.c). Installing a
  * backend in one copy (dl_sync_set_backend) must not change what the other's
@@ -88,6 +88,22 @@ static void check_independent(const char *name_a, const copy_table *a, const cha
          (const void *)a->cuda_backend(), file_of(a->cuda_backend()));
   check_answer(name_b, b, kDLCUDA, b->cuda_backend());
   check_answer(name_a, a, kDLROCM, a->hip_backend());
+
+  /* A tensor B records carries B's own deleter, whose record and pools are B's: the
+     exported name, taken by address, would be the interposing copy's. */
+  CHECK_INT(b->set_backend(kDLCUDA, host_backend()), DL_SYNC_OK);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}};
+  tensor.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  CHECK_INT(b->tensor_record(&tensor, (dl_sync_stream){{kDLCUDA, 0}, (void *)0x100}), DL_SYNC_OK);
+  Dl_info deleter;
+  if (dladdr((const void *)(uintptr_t)tensor.deleter, &deleter) == 0 ||
+      strcmp(deleter.dli_fname, file_of_set_backend(b)) != 0)
+    FAIL("a tensor recorded by copy %s carries a deleter in %s, not in %s", name_b,
+         dladdr((const void *)(uintptr_t)tensor.deleter, &deleter) ? deleter.dli_fname : "?",
+         file_of_set_backend(b));
+  tensor.deleter(&tensor);
+  CHECK_INT(b->shutdown(), DL_SYNC_OK);
+  CHECK_INT(b->set_backend(kDLCUDA, NULL), DL_SYNC_OK);
 
   CHECK_INT(a->set_backend(kDLCUDA, NULL), DL_SYNC_OK);
   CHECK_INT(b->set_backend(kDLROCM, NULL), DL_SYNC_OK);

@@ -25,7 +25,7 @@
 
 static const DLDevice cuda0 = {kDLCUDA, 0}, rocm0 = {kDLROCM, 0};
 
-/* The runtimes mapped in the process now, one per line, into list; their count. */
+/* Appends each mapped CUDA or HIP runtime to list, one a line. */
 static int note(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   char *list = data;

@@ -3,14 +3,14 @@
  * by the program with dlopen(RTLD_LOCAL)): HIP 5 and 7 (libamdhip64.so.5, .so.7), or CUDA
  * 12 and 13 (libcudart.so.12, .so.13, with dl_sync_cudart_backend() installed).
  *
- *   test_two_runtimes hip|cuda ambiguous   no runtime is chosen: an export is
- *       DL_SYNC_ENODEV naming both files, and touches neither; after
- *       dl_sync_bind_runtime(backend, NULL, <dlopen handle of the newer one>) exports
- *       work, on the newer one only, and dl_sync_backend_runtime reports its path.
- *   test_two_runtimes hip|cuda lookup      the same, bound by a lookup function: the
- *       path reported is the file the entry points live in.
- *   test_two_runtimes hip|cuda named       DL_SYNC_HIP / DL_SYNC_CUDART names the older
- *       one: dlsync uses it, and a later bind is refused (EINVAL, naming it).
+ *   test_process_two_runtimes hip|cuda ambiguous: no runtime is chosen: an export is
+ *     DL_SYNC_ENODEV naming both files, and touches neither; after
+ *     dl_sync_bind_runtime(backend, NULL, <dlopen handle of the newer one>) exports work,
+ *     on the newer one only, and dl_sync_backend_runtime reports its path.
+ *   test_process_two_runtimes hip|cuda lookup: the same, bound by a lookup function: the
+ *     path reported is the file the entry points live in.
+ *   test_process_two_runtimes hip|cuda named: DL_SYNC_HIP / DL_SYNC_CUDART names the
+ *     older one: dlsync uses it, and a later bind is refused (EINVAL, naming it).
  *
  * Each is its own process: dlsync finds a runtime once per process.
  *

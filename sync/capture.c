@@ -1,0 +1,21 @@
+/* A stream's graph-capture state, as every path asks for it (docs/design.md, "Capture"). */
+#include "internal.h"
+
+int dl_sync__capture_usable(dl_sync_stream stream, const dl_sync_capture_info *info) {
+  if (info->status != DL_SYNC_CAPTURE_INVALIDATED) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ECAPTURE,
+                        "stream %p on %s:%d belongs to an invalidated graph capture: end that "
+                        "capture and start again",
+                        stream.handle, dl_sync__device_type_name(stream.device.device_type),
+                        (int)stream.device.device_id);
+}
+
+int dl_sync__capture_query(const dl_sync_backend *b, dl_sync__device_guard *guard,
+                           dl_sync_stream stream, dl_sync_capture_info *info) {
+  int status = dl_sync__device_guard_use_stream(guard, stream);
+  if (status != DL_SYNC_OK) return status;
+  *info = (dl_sync_capture_info){0};
+  int code = b->capture_info(b->ctx, stream.handle, info);
+  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
+  return dl_sync__capture_usable(stream, info);
+}
