@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device types, their stream families, validation and the current-device guard. */
 #include "internal.h"
 
@@ -143,9 +144,8 @@ int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, DLDevice dev
   return DL_SYNC_OK;
 }
 
-int dl_sync__device_guard_end(dl_sync__device_guard *guard, DLDevice device, int status) {
+int dl_sync__device_guard_restore(dl_sync__device_guard *guard, DLDevice device, int status) {
   const dl_sync_backend *b = guard->backend;
-  if (!guard->switched) return status;
   int code;
   if (b->set_context != NULL) {
     if (guard->context_known && guard->current_context == guard->saved_context) return status;

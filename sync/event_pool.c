@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The event pool: per backend, device and context (for runtimes with contexts), events
  * created once with timing disabled and reused for ever. Taking or giving back an event locks the
@@ -349,9 +350,8 @@ __attribute__((destructor)) static void forget_cache_key(void) {
 }
 
 /* This thread's cache, or NULL when none can be made (the pools then serve directly). */
-static thread_cache *cache_of_this_thread(void) {
-  thread_cache *cache = &this_thread;
-  if (cache->state == CACHE_LIVE) return cache;
+/* The thread's first use: its cache joins the list. */
+DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
   if (cache->state == CACHE_GONE) return NULL;
   pthread_once(&cache_key_once, make_cache_key);
   if (!cache_key_made || pthread_setspecific(cache_key, cache) != 0) return NULL;
@@ -365,8 +365,13 @@ static thread_cache *cache_of_this_thread(void) {
   return cache;
 }
 
+static thread_cache *cache_of_this_thread(void) {
+  thread_cache *cache = &this_thread;
+  return cache->state == CACHE_LIVE ? cache : new_cache(cache);
+}
+
 /* A free slot of cache for pool, flushing one in turn when all are bound. */
-static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *pool) {
+DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *pool) {
   cache_slot *unbound = NULL;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS && unbound == NULL; i++)
     if (atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED) == NULL)

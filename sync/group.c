@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Dependency groups: the producers of one consumer call, ordered before it with one
  * dependency per distinct producer stream and one wait per distinct tensor event.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal declarations shared by the library's files; not installed. */
 #ifndef DL_SYNC_INTERNAL_H_
 #define DL_SYNC_INTERNAL_H_
@@ -10,8 +11,13 @@
 
 #if defined(__GNUC__)
 #define DL_SYNC__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+/* Off the hot path: never inlined into it (the flattened exports stay small). */
+#define DL_SYNC__COLD __attribute__((cold, noinline))
+#define DL_SYNC__FLATTEN __attribute__((flatten))
 #else
 #define DL_SYNC__PRINTF(fmt, args)
+#define DL_SYNC__COLD
+#define DL_SYNC__FLATTEN
 #endif
 
 /* error.c: a failure's message is written where the failure is found, once: internal
@@ -19,17 +25,17 @@
    the caller called puts its name in front on its way out (dl_sync__named), and a call
    that succeeds writes nothing. */
 /* Sets this thread's message to what failed; returns status. */
-int dl_sync__error(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
+DL_SYNC__COLD int dl_sync__error(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 /* A failed runtime call: "[call][error name] error string (backend, device)". */
-int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
-                           DLDevice device);
+DL_SYNC__COLD int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
+                                         DLDevice device);
 /* The same for a call named call. */
-int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call, int code,
-                                DLDevice device);
+DL_SYNC__COLD int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call,
+                                              int code, DLDevice device);
 /* Puts "what: " (formatted) in front of this thread's message; returns status. */
-int dl_sync__error_context(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
+DL_SYNC__COLD int dl_sync__error_context(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 /* A public function's result: a failure's message gets "func: " in front. */
-int dl_sync__name_failure(const char *func, int status);
+DL_SYNC__COLD int dl_sync__name_failure(const char *func, int status);
 static inline int dl_sync__named(const char *func, int status) {
   return status >= 0 ? status : dl_sync__name_failure(func, status);
 }
@@ -42,6 +48,9 @@ enum {
   DL_SYNC__FAMILY_ROCM
 };
 int dl_sync__family(int32_t device_type);
+/* The device types of each family with streams, as bit masks of 1 << type. */
+#define DL_SYNC__CUDA_TYPES ((1u << kDLCUDA) | (1u << kDLCUDAHost) | (1u << kDLCUDAManaged))
+#define DL_SYNC__ROCM_TYPES ((1u << kDLROCM) | (1u << kDLROCMHost))
 const char *dl_sync__device_type_name(int32_t device_type);
 /* EINVAL naming `what` unless device has a known type and an id in range. */
 int dl_sync__check_device(const char *what, DLDevice device);
@@ -75,11 +84,17 @@ int dl_sync__device_guard_use(dl_sync__device_guard *guard, DLDevice device);
 int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, dl_sync_stream stream);
 /* Makes context (of device) current; without contexts (NULL) the same as _use. */
 int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, DLDevice device, void *context);
-/* Restores the caller's device (its exact context); status is returned unchanged unless
-   it was OK. */
-int dl_sync__device_guard_end(dl_sync__device_guard *guard, DLDevice device, int status);
+/* Restores the caller's device (its exact context) after a switch; status is returned
+   unchanged unless it was OK. */
+DL_SYNC__COLD int dl_sync__device_guard_restore(dl_sync__device_guard *guard, DLDevice device,
+                                                int status);
+static inline int dl_sync__device_guard_end(dl_sync__device_guard *guard, DLDevice device,
+                                            int status) {
+  return guard->switched ? dl_sync__device_guard_restore(guard, device, status) : status;
+}
 /* A failed context call of backend (0: get_context, 1: set_context, 2: stream_context). */
-int dl_sync__context_error(const dl_sync_backend *backend, int which, int code, DLDevice device);
+DL_SYNC__COLD int dl_sync__context_error(const dl_sync_backend *backend, int which, int code,
+                                         DLDevice device);
 
 /* stream.c: dl_sync_stream_from_arg, for the public functions built on it. */
 int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
@@ -90,14 +105,15 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 
 /* event_pool.c: one pool per (backend, device, context); events are created there. */
 typedef struct dl_sync__pool dl_sync__pool;
-int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
-                      dl_sync__pool **out);
+DL_SYNC__COLD int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
+                                    dl_sync__pool **out);
 /* The pool for events recorded on stream: its device's, and with contexts its context's
    (a default stream's device made current by guard to find it). */
 int dl_sync__pool_for_stream(const dl_sync_backend *backend, dl_sync__device_guard *guard,
                              dl_sync_stream stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
-int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event);
+DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard,
+                                        void **event);
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
@@ -125,7 +141,7 @@ void dl_sync__pin_code(void);
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);
 
-/* push_dep.c: one dependency src -> dst under the capture table of DESIGN §4. */
+/* push_dep.c: one dependency src -> dst under the capture table (docs/design.md). */
 typedef struct dl_sync__dep {
   dl_sync_stream src, dst; /* canonical handles, of one device family */
   const dl_sync_backend *backend;
@@ -147,9 +163,9 @@ int dl_sync__wait(const dl_sync_backend *b, dl_sync__device_guard *guard, dl_syn
                   void *event);
 /* An external event-wait node in stream's capture; the graph owns object, which
    release(object) gives back when it is destroyed (run now when this fails early). */
-int dl_sync__wait_external(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                           dl_sync_stream stream, void *event, void *object,
-                           void (*release)(void *object));
+DL_SYNC__COLD int dl_sync__wait_external(const dl_sync_backend *b, dl_sync__device_guard *guard,
+                                         dl_sync_stream stream, void *event, void *object,
+                                         void (*release)(void *object));
 
 /* Fills d for dependencies into dst; the source is set per dependency. */
 void dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dl_sync_push_dep and dl_sync_export: order a producer's stream before a consumer's,
  * following the capture table (docs/design.md, "Capture").
@@ -61,7 +62,7 @@ static void graph_event_release(void *object) {
 
 /* src is not capturing, dst is: a plain wait would break dst's capture (isolation), so
    the graph gets an external event-wait node on an event that it owns. */
-static int wait_external(dep *d) {
+DL_SYNC__COLD static int wait_external(dep *d) {
   const dl_sync_backend *b = d->backend;
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
     return dl_sync__error(
@@ -88,7 +89,7 @@ static int wait_external(dep *d) {
   return dl_sync__wait_external(b, &d->guard, d->dst, owned->event, owned, graph_event_release);
 }
 
-static int legacy_stream_under_capture(dep *d) {
+DL_SYNC__COLD static int legacy_stream_under_capture(dep *d) {
   if (d->none_arg && atomic_load(&capture_policy) == DL_SYNC_CAPTURE_NONE_IS_NO_SYNC)
     return DL_SYNC_OK;
   return dl_sync__error(
@@ -204,24 +205,31 @@ static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
           (consumer.value > 2 && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
-static int export_through_backend(dl_sync_stream producer,
-                                                            dl_sync_stream_arg consumer) {
-  dl_sync_stream consumer_stream;
-  int needs_sync = 0;
-  int status = dl_sync__stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
-  if (status != DL_SYNC_OK || !needs_sync) return status;
+static int export_through_backend(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  dl_sync_stream consumer_stream = {producer.device, (void *)(uintptr_t)consumer.value};
+  int family = dl_sync__family(producer.device.device_type);
+  int is_handle = (family == DL_SYNC__FAMILY_CUDA || family == DL_SYNC__FAMILY_ROCM) &&
+                  producer.device.device_id >= 0 &&
+                  producer.device.device_id < DL_SYNC_MAX_DEVICES && !consumer.is_none &&
+                  consumer.value > 2 && (uint64_t)consumer.value <= UINTPTR_MAX; /* a handle */
+  if (!is_handle) {
+    int needs_sync = 0;
+    int status = dl_sync__stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
+    if (status != DL_SYNC_OK || !needs_sync) return status;
+  }
   /* The device is valid now, and the consumer's is the producer's. */
   producer = dl_sync_stream_view(producer.device, producer.handle);
   if (producer.handle == consumer_stream.handle) return DL_SYNC_OK;
   const dl_sync_backend *backend = NULL;
-  status = dl_sync__backend_for(producer.device, &backend);
+  int status = dl_sync__backend_for(producer.device, &backend);
   if (status != DL_SYNC_OK) return status;
   return order(backend, producer, consumer_stream, consumer.is_none);
 }
 
-/* Kept out of line, so that the cases without a runtime call pay for no stack frame. */
-__attribute__((noinline)) static int export_named(dl_sync_stream producer,
-                                                  dl_sync_stream_arg consumer) {
+/* Kept out of line, so that the cases without a runtime call pay for no stack frame;
+   flatten: the whole ordering inlined here, the hot path without calls of its own. */
+__attribute__((noinline)) DL_SYNC__FLATTEN static int export_named(dl_sync_stream producer,
+                                                                   dl_sync_stream_arg consumer) {
   return dl_sync__named("dl_sync_export", export_through_backend(producer, consumer));
 }
 

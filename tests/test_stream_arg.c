@@ -1,4 +1,6 @@
-/* The __dlpack__(stream=...) conventions of DESIGN §2: every cell, every device type. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The __dlpack__(stream=...) conventions (docs/design.md, "The ideas"): every cell, every
+   device type. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* dlsync statuses as the Python exceptions DESIGN §4 lists. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dlsync statuses as the Python exceptions dlsync/status.h lists. */
 #include <string.h>
 
 #include "binding.h"
