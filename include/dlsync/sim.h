@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/sim.h: the simulated device, a model of CUDA stream semantics on pthreads.
  *
@@ -54,9 +55,9 @@ typedef struct dl_sync_sim_graph_exec dl_sync_sim_graph_exec;
 typedef struct dl_sync_sim_user_object dl_sync_sim_user_object;
 
 /** The legacy default stream of the current device (also NULL). */
-#define DL_SYNC_SIM_STREAM_LEGACY ((dl_sync_sim_stream *)1)
+#define DL_SYNC_SIM_STREAM_LEGACY DL_SYNC__HANDLE(dl_sync_sim_stream *, 1)
 /** The calling thread's per-thread default stream on the current device. */
-#define DL_SYNC_SIM_STREAM_PER_THREAD ((dl_sync_sim_stream *)2)
+#define DL_SYNC_SIM_STREAM_PER_THREAD DL_SYNC__HANDLE(dl_sync_sim_stream *, 2)
 
 /** Simulated devices (each with its own legacy stream). */
 #define DL_SYNC_SIM_DEVICES 4
@@ -123,9 +124,11 @@ DL_SYNC_API int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream,
 /** DL_SYNC_SIM_SUCCESS when the last record completed (or none was made); the calling
     thread is then ordered after the recorded work, as after a synchronization. Else
     DL_SYNC_SIM_ERROR_NOT_READY. A potentially unsafe call during a capture (see
-    dl_sync_sim_prohibited_call); on an event recorded in an active capture it fails with
-    DL_SYNC_SIM_ERROR_CAPTURED_EVENT and invalidates that capture. */
+    dl_sync_sim_prohibited_call); on an event last recorded in a capture it fails with
+    DL_SYNC_SIM_ERROR_CAPTURED_EVENT, and invalidates that capture if it is still active. */
 DL_SYNC_API int dl_sync_sim_event_query(dl_sync_sim_event *event);
+/** Waits for the last record; the calling thread is then ordered after the recorded work.
+    The capture rules are those of dl_sync_sim_event_query. */
 DL_SYNC_API int dl_sync_sim_event_synchronize(dl_sync_sim_event *event);
 
 /* Stream capture. */
@@ -205,17 +208,29 @@ DL_SYNC_API void dl_sync_sim_race_reset(void);
 
 /*
  * Happens-before between host threads. The checker orders a host thread's accesses and
- * launches after what that thread synchronized itself; it cannot see thread creation,
- * pthread_join, mutexes or queues between host threads. Where one thread synchronizes
- * work (a stream, an event, the device) and hands the result to another, say so: the
- * first calls dl_sync_sim_host_release(key) after synchronizing, the other
- * dl_sync_sim_host_acquire(key) after it knows the first got there (after pthread_join,
- * after taking the lock, after popping the queue item). Everything the releasing thread
- * knew at the release (its accesses, what it synchronized) is then ordered before what
- * the acquiring thread does next. Releases under one key accumulate; acquiring a key
- * nothing was released under orders nothing. key is any address (the queue, the thread
- * handle); keys are forgotten at dl_sync_sim_reset. Not needed for the ordering the
- * simulator already sees: streams, events, synchronization calls.
+ * launches after what that thread synchronized itself, and it sees thread creation and
+ * join: the simulator's libraries define pthread_create and pthread_join (calling the C
+ * library's), so a thread created with pthread_create starts knowing what its creator
+ * knew, and pthread_join orders the joining thread after everything the joined thread
+ * knew when it exited. A program linked with dlsync_sim (shared) has that for the whole
+ * process; dlsync_sim_static has it for the program or shared object it is linked into.
+ * No edges come from thrd_create and thrd_join, pthread_tryjoin_np and
+ * pthread_timedjoin_np, a creation before the last dl_sync_sim_reset (forgotten with the
+ * rest), or calls that reach the C library's definitions directly: from code outside the
+ * object that links dlsync_sim_static, in a process that loads dlsync_sim with dlopen, in
+ * a program that links dlsync_sim_static and a sanitizer runtime (the sanitizer's
+ * definitions are kept).
+ *
+ * It cannot see mutexes, condition variables, atomics or queues between host threads.
+ * Where one thread synchronizes work (a stream, an event, the device) and hands the result
+ * to another that way, say so: the first calls dl_sync_sim_host_release(key) after
+ * synchronizing, the other dl_sync_sim_host_acquire(key) after it knows the first got
+ * there (after taking the lock, after popping the queue item). Everything the releasing
+ * thread knew at the release (its accesses, what it synchronized) is then ordered before
+ * what the acquiring thread does next. Releases under one key accumulate; acquiring a key
+ * nothing was released under orders nothing. key is any address (the queue, the lock);
+ * keys are forgotten at dl_sync_sim_reset. Not needed for the ordering the simulator
+ * already sees: streams, events, synchronization calls, thread creation and join.
  */
 DL_SYNC_API int dl_sync_sim_host_release(const void *key);
 DL_SYNC_API int dl_sync_sim_host_acquire(const void *key);

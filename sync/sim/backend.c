@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dlsync backend over the simulated device. */
 #include "dlsync/status.h"
 #include "sim_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stream capture into graphs, graph instantiation and launch, and user objects. */
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,9 @@ static int own_capture(const sim_capture *capture) {
 /* The calling thread is taken to be in CUDA's default (global) interaction mode: it may
    not make unsafe calls while it has a non-relaxed capture of its own, or while another
    thread has a global-mode capture. Those captures are invalidated. */
-int sim__check_prohibited(void) {
+int dl_sync__sim_check_prohibited(void) {
   int prohibited = 0;
-  for (sim_capture *c = sim.captures; c != NULL; c = c->next_capture) {
+  for (sim_capture *c = dl_sync__sim.captures; c != NULL; c = c->next_capture) {
     if (c->ended) continue;
     int disturbed = own_capture(c) ? c->mode != DL_SYNC_SIM_CAPTURE_RELAXED
                                    : c->mode == DL_SYNC_SIM_CAPTURE_GLOBAL;
@@ -31,21 +32,23 @@ int sim__check_prohibited(void) {
 }
 
 int dl_sync_sim_prohibited_call(void) {
-  pthread_mutex_lock(&sim.lock);
-  int error = sim__check_prohibited();
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  int error = dl_sync__sim_check_prohibited();
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
-void sim__capture_invalidate(sim_capture *capture) { capture->invalidated = 1; }
+void dl_sync__sim_capture_invalidate(sim_capture *capture) {
+  capture->invalidated = 1;
+}
 
-int sim__check_legacy_use(int32_t device, int invalidate) {
+int dl_sync__sim_check_legacy_use(int32_t device, int invalidate) {
   int error = DL_SYNC_SIM_SUCCESS;
-  for (dl_sync_sim_stream *s = sim.streams; s != NULL; s = s->next_stream) {
+  for (dl_sync_sim_stream *s = dl_sync__sim.streams; s != NULL; s = s->next_stream) {
     if (s->device != device || s->capture == NULL || s->capture->ended ||
         (s->flags & DL_SYNC_SIM_STREAM_NON_BLOCKING))
       continue;
-    if (invalidate) sim__capture_invalidate(s->capture);
+    if (invalidate) dl_sync__sim_capture_invalidate(s->capture);
     error = DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
   }
   return error;
@@ -61,7 +64,7 @@ static sim_node *add_node(dl_sync_sim_graph *graph, sim_node_kind kind, const si
   }
   sim_node *node = &graph->nodes[graph->node_count];
   *node = (sim_node){.kind = kind, .agent = -1};
-  if (sim__nodes_copy(&node->deps, deps) != 0) {
+  if (dl_sync__sim_nodes_copy(&node->deps, deps) != 0) {
     free(node->deps.items);
     return NULL;
   }
@@ -75,15 +78,15 @@ static sim_node *capture_node(dl_sync_sim_stream *stream, sim_node_kind kind) {
   sim_node *node = add_node(graph, kind, &stream->capture_deps);
   if (node == NULL) return NULL;
   stream->capture_deps.count = 0;
-  sim__nodes_add(&stream->capture_deps, graph->node_count - 1);
+  dl_sync__sim_nodes_add(&stream->capture_deps, graph->node_count - 1);
   return node;
 }
 
 int dl_sync_sim_stream_begin_capture(dl_sync_sim_stream *stream, int mode) {
   if (mode < DL_SYNC_SIM_CAPTURE_GLOBAL || mode > DL_SYNC_SIM_CAPTURE_RELAXED)
     return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : s->is_legacy ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
               : s->capture != NULL ? DL_SYNC_SIM_ERROR_INVALID_VALUE
@@ -95,20 +98,24 @@ int dl_sync_sim_stream_begin_capture(dl_sync_sim_stream *stream, int mode) {
     error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   }
   if (error == DL_SYNC_SIM_SUCCESS) {
-    *c = (sim_capture){.id = ++sim.next_capture_id, .mode = mode, .thread = pthread_self(),
-                       .origin = s, .graph = graph, .next_capture = sim.captures};
-    sim.captures = c;
-    graph->next_graph = sim.graphs;
-    sim.graphs = graph;
+    *c = (sim_capture){.id = ++dl_sync__sim.next_capture_id,
+                       .mode = mode,
+                       .thread = pthread_self(),
+                       .origin = s,
+                       .graph = graph,
+                       .next_capture = dl_sync__sim.captures};
+    dl_sync__sim.captures = c;
+    graph->next_graph = dl_sync__sim.graphs;
+    dl_sync__sim.graphs = graph;
     s->capture = c;
     s->capture_deps.count = 0;
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
-int sim__capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
-                        void *arg, const dl_sync_sim_access *accesses, size_t count) {
+int dl_sync__sim_capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
+                                void *arg, const dl_sync_sim_access *accesses, size_t count) {
   if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
   dl_sync_sim_access *copy = count ? malloc(count * sizeof *copy) : NULL;
   if (count && copy == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
@@ -126,7 +133,8 @@ int sim__capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)
   return DL_SYNC_SIM_SUCCESS;
 }
 
-int sim__capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags) {
+int dl_sync__sim_capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
+                                unsigned flags) {
   if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
   if (flags & DL_SYNC_SIM_EVENT_RECORD_EXTERNAL) {
     sim_node *node = capture_node(stream, SIM_NODE_RECORD_EXTERNAL);
@@ -135,36 +143,37 @@ int sim__capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event, un
     return DL_SYNC_SIM_SUCCESS;
   }
   event->capture = stream->capture;
-  return sim__nodes_copy(&event->capture_nodes, &stream->capture_deps)
+  return dl_sync__sim_nodes_copy(&event->capture_nodes, &stream->capture_deps)
              ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION
              : DL_SYNC_SIM_SUCCESS;
 }
 
-int sim__capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags) {
+int dl_sync__sim_capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
+                              unsigned flags) {
   sim_capture *joined = event->capture;
   if (joined != NULL) {
     if (joined->ended) return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
     if (joined->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
     if (stream->capture == NULL) { /* a fork: stream joins the capture */
       stream->capture = joined;
-      return sim__nodes_copy(&stream->capture_deps, &event->capture_nodes)
+      return dl_sync__sim_nodes_copy(&stream->capture_deps, &event->capture_nodes)
                  ? DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION
                  : DL_SYNC_SIM_SUCCESS;
     }
     if (stream->capture != joined) {
-      sim__capture_invalidate(joined);
-      sim__capture_invalidate(stream->capture);
+      dl_sync__sim_capture_invalidate(joined);
+      dl_sync__sim_capture_invalidate(stream->capture);
       return DL_SYNC_SIM_ERROR_CAPTURE_MERGE;
     }
     for (size_t i = 0; i < event->capture_nodes.count; i++)
-      if (sim__nodes_add(&stream->capture_deps, event->capture_nodes.items[i]))
+      if (dl_sync__sim_nodes_add(&stream->capture_deps, event->capture_nodes.items[i]))
         return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
     return DL_SYNC_SIM_SUCCESS;
   }
   if (stream->capture->invalidated) return DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED;
   if (!(flags & DL_SYNC_SIM_EVENT_WAIT_EXTERNAL)) {
     /* A dependency from outside the graph: CUDA refuses it and the capture is lost. */
-    sim__capture_invalidate(stream->capture);
+    dl_sync__sim_capture_invalidate(stream->capture);
     return DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION;
   }
   sim_node *node = capture_node(stream, SIM_NODE_WAIT_EXTERNAL);
@@ -206,8 +215,8 @@ static void check_graph_races(const dl_sync_sim_graph *graph) {
       const dl_sync_sim_access *first =
           marked[i] ? NULL : conflict(&graph->nodes[i], &graph->nodes[j], &second);
       if (first != NULL)
-        sim__race_report_graph(graph->nodes[i].name, first->mode, graph->nodes[j].name,
-                               second->mode, first->buffer);
+        dl_sync__sim_race_report_graph(graph->nodes[i].name, first->mode, graph->nodes[j].name,
+                                       second->mode, first->buffer);
     }
   }
   free(marked);
@@ -221,7 +230,7 @@ static int all_joined(const sim_capture *capture) {
   const sim_nodes *origin = &capture->origin->capture_deps;
   for (size_t i = 0; i < origin->count; i++) mark_ancestors(graph, origin->items[i], marked);
   int joined = 1;
-  for (dl_sync_sim_stream *s = sim.streams; s != NULL; s = s->next_stream)
+  for (dl_sync_sim_stream *s = dl_sync__sim.streams; s != NULL; s = s->next_stream)
     if (s->capture == capture && s != capture->origin)
       for (size_t i = 0; i < s->capture_deps.count; i++)
         if (!marked[s->capture_deps.items[i]]) joined = 0;
@@ -230,7 +239,7 @@ static int all_joined(const sim_capture *capture) {
 }
 
 static void unlink_graph(dl_sync_sim_graph *graph) {
-  for (dl_sync_sim_graph **link = &sim.graphs; *link != NULL; link = &(*link)->next_graph)
+  for (dl_sync_sim_graph **link = &dl_sync__sim.graphs; *link != NULL; link = &(*link)->next_graph)
     if (*link == graph) {
       *link = graph->next_graph;
       return;
@@ -240,8 +249,8 @@ static void unlink_graph(dl_sync_sim_graph *graph) {
 int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph **graph) {
   if (graph == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   *graph = NULL;
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   sim_capture *c = s != NULL ? s->capture : NULL;
   int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : c == NULL || c->origin != s ? DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED
@@ -256,7 +265,7 @@ int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph
             : !joined      ? DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED
                            : DL_SYNC_SIM_SUCCESS;
     c->ended = 1;
-    for (dl_sync_sim_stream *t = sim.streams; t != NULL; t = t->next_stream)
+    for (dl_sync_sim_stream *t = dl_sync__sim.streams; t != NULL; t = t->next_stream)
       if (t->capture == c) {
         t->capture = NULL;
         t->capture_deps.count = 0;
@@ -266,12 +275,12 @@ int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph
       *graph = c->graph;
     } else {
       unlink_graph(c->graph);
-      sim__graph_free(c->graph, &released, &released_count);
+      dl_sync__sim_graph_free(c->graph, &released, &released_count);
     }
     c->graph = NULL;
   }
-  pthread_mutex_unlock(&sim.lock);
-  sim__user_objects_release(released, released_count);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  dl_sync__sim_user_objects_release(released, released_count);
   free(released);
   return error;
 }
@@ -279,14 +288,14 @@ int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph
 int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status, uint64_t *id,
                                     dl_sync_sim_graph **graph) {
   if (status == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
   /* cudaStreamGetCaptureInfo: "If called on cudaStreamLegacy (the null stream) while a
      stream not created with cudaStreamNonBlocking is capturing, returns
      cudaErrorStreamCaptureImplicit"; cudaStreamIsCapturing: "The blocking stream capture
      is not invalidated". Any mode; a stream forked into a capture is capturing too. */
-  if (s != NULL && s->is_legacy) error = sim__check_legacy_use(s->device, 0);
+  if (s != NULL && s->is_legacy) error = dl_sync__sim_check_legacy_use(s->device, 0);
   if (error == DL_SYNC_SIM_SUCCESS) {
     sim_capture *c = s->capture;
     *status = c == NULL ? DL_SYNC_CAPTURE_NONE
@@ -295,12 +304,12 @@ int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status,
     if (id != NULL) *id = c != NULL ? c->id : 0;
     if (graph != NULL) *graph = c != NULL ? c->graph : NULL;
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
-void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
-                     size_t *released_count) {
+void dl_sync__sim_graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
+                             size_t *released_count) {
   for (size_t i = 0; i < graph->node_count; i++) {
     free(graph->nodes[i].accesses);
     free(graph->nodes[i].deps.items);
@@ -319,27 +328,28 @@ void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***releas
   free(graph);
 }
 
-void sim__capture_free_all(void) {
-  while (sim.captures != NULL) {
-    sim_capture *next = sim.captures->next_capture;
-    free(sim.captures);
-    sim.captures = next;
+void dl_sync__sim_capture_free_all(void) {
+  while (dl_sync__sim.captures != NULL) {
+    sim_capture *next = dl_sync__sim.captures->next_capture;
+    free(dl_sync__sim.captures);
+    dl_sync__sim.captures = next;
   }
-  sim.next_capture_id = 0;
+  dl_sync__sim.next_capture_id = 0;
 }
 
 int dl_sync_sim_graph_destroy(dl_sync_sim_graph *graph) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int found = 0;
-  for (dl_sync_sim_graph *g = sim.graphs; g != NULL; g = g->next_graph) found |= g == graph;
+  for (dl_sync_sim_graph *g = dl_sync__sim.graphs; g != NULL; g = g->next_graph)
+    found |= g == graph;
   dl_sync_sim_user_object **released = NULL;
   size_t released_count = 0;
   if (found) {
     unlink_graph(graph);
-    sim__graph_free(graph, &released, &released_count);
+    dl_sync__sim_graph_free(graph, &released, &released_count);
   }
-  pthread_mutex_unlock(&sim.lock);
-  sim__user_objects_release(released, released_count);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  dl_sync__sim_user_objects_release(released, released_count);
   free(released);
   return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
 }
@@ -348,9 +358,9 @@ int dl_sync_sim_graph_count_nodes(const dl_sync_sim_graph *graph, size_t *kernel
                                   size_t *external_waits, size_t *external_records) {
   if (graph == NULL || graph->magic != SIM_GRAPH_MAGIC) return DL_SYNC_SIM_ERROR_INVALID_HANDLE;
   size_t counts[3] = {0, 0, 0};
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   for (size_t i = 0; i < graph->node_count; i++) counts[graph->nodes[i].kind]++;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   if (kernels) *kernels = counts[SIM_NODE_KERNEL];
   if (external_waits) *external_waits = counts[SIM_NODE_WAIT_EXTERNAL];
   if (external_records) *external_records = counts[SIM_NODE_RECORD_EXTERNAL];
@@ -370,14 +380,15 @@ static dl_sync_sim_graph *graph_copy(const dl_sync_sim_graph *graph) {
     *to = *from;
     to->deps = (sim_nodes){0};
     to->accesses = from->access_count ? malloc(from->access_count * sizeof *to->accesses) : NULL;
-    ok = (from->access_count == 0 || to->accesses != NULL) && !sim__nodes_copy(&to->deps, &from->deps);
+    ok = (from->access_count == 0 || to->accesses != NULL) &&
+         !dl_sync__sim_nodes_copy(&to->deps, &from->deps);
     if (to->accesses) memcpy(to->accesses, from->accesses, from->access_count * sizeof *to->accesses);
     copy->node_count = i + 1;
   }
   if (!ok) {
     dl_sync_sim_user_object **none = NULL;
     size_t zero = 0;
-    sim__graph_free(copy, &none, &zero);
+    dl_sync__sim_graph_free(copy, &none, &zero);
     free(none);
     return NULL;
   }
@@ -390,7 +401,7 @@ static dl_sync_sim_graph *graph_copy(const dl_sync_sim_graph *graph) {
 
 int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_graph *graph) {
   if (exec == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
                                                               : DL_SYNC_SIM_SUCCESS;
   dl_sync_sim_graph_exec *e = error ? NULL : calloc(1, sizeof *e);
@@ -406,11 +417,11 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
   for (size_t i = 0; e != NULL && i < e->graph->node_count; i++) {
     sim_node *node = &e->graph->nodes[i];
     if (node->kind != SIM_NODE_KERNEL || node->access_count == 0) continue;
-    node->agent = sim__new_agent();
+    node->agent = dl_sync__sim_new_agent();
     if (node->agent < 0) {
       dl_sync_sim_user_object **released = NULL;
       size_t released_count = 0;
-      sim__graph_free(e->graph, &released, &released_count);
+      dl_sync__sim_graph_free(e->graph, &released, &released_count);
       for (size_t k = 0; k < released_count; k++) released[k]->refcount--; /* held by graph */
       free(released);
       free(e);
@@ -420,11 +431,11 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
   }
   if (e != NULL) {
     e->magic = SIM_EXEC_MAGIC;
-    e->next_exec = sim.execs;
-    sim.execs = e;
+    e->next_exec = dl_sync__sim.execs;
+    dl_sync__sim.execs = e;
   }
   *exec = e;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
@@ -443,8 +454,8 @@ static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start
     sim_clock *clock = &node_clocks[i];
     *clock = *start;
     for (size_t d = 0; d < node->deps.count; d++)
-      sim__clock_join(clock, &node_clocks[node->deps.items[d]]); /* deps come first */
-    if (node->kind == SIM_NODE_WAIT_EXTERNAL) sim__clock_join(clock, &node->event->clock);
+      dl_sync__sim_clock_join(clock, &node_clocks[node->deps.items[d]]); /* deps come first */
+    if (node->kind == SIM_NODE_WAIT_EXTERNAL) dl_sync__sim_clock_join(clock, &node->event->clock);
     if (node->agent >= 0) clock->c[node->agent]++;
   }
 }
@@ -455,8 +466,8 @@ static void launch_clocks(const dl_sync_sim_graph *graph, const sim_clock *start
    nodes captured before it run without waiting. The race checker sees finer: each node
    is ordered only by its edges. */
 int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *stream) {
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   int error = s == NULL || exec == NULL || exec->magic != SIM_EXEC_MAGIC
                   ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : s->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
@@ -466,11 +477,11 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
       error ? NULL : malloc((graph->node_count ? graph->node_count : 1) * sizeof *node_clocks);
   if (error == DL_SYNC_SIM_SUCCESS && node_clocks == NULL)
     error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-  sim_op *op = error ? NULL : sim__op_new(s, SIM_OP_GRAPH, &error);
+  sim_op *op = error ? NULL : dl_sync__sim_op_new(s, SIM_OP_GRAPH, &error);
   /* cudaGraphLaunch: "Each launch is ordered behind both any previous work in stream and
      any previous launches of graphExec", whatever stream those used. */
   if (error == DL_SYNC_SIM_SUCCESS &&
-      sim__deps_add(&op->deps, exec->last_launch.stream, exec->last_launch.seq))
+      dl_sync__sim_deps_add(&op->deps, exec->last_launch.stream, exec->last_launch.seq))
     error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   if (error == DL_SYNC_SIM_SUCCESS &&
       (op->node_waits = calloc(graph->node_count ? graph->node_count : 1, sizeof(sim_dep))) == NULL)
@@ -482,24 +493,24 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
     else op->node_waits[i] = event->last; /* waited where the node stands, not up front */
   }
   if (error != DL_SYNC_SIM_SUCCESS) {
-    if (op != NULL) sim__op_free(op);
+    if (op != NULL) dl_sync__sim_op_free(op);
     free(node_clocks);
-    pthread_mutex_unlock(&sim.lock);
+    pthread_mutex_unlock(&dl_sync__sim.lock);
     return error;
   }
   op->exec = exec;
-  sim__join_host(s);
+  dl_sync__sim_join_host(s);
   sim_clock start = s->clock;
-  sim__clock_join(&start, &exec->last_clock);
+  dl_sync__sim_clock_join(&start, &exec->last_clock);
   launch_clocks(graph, &start, node_clocks);
   for (size_t i = 0; i < graph->node_count; i++) {
     const sim_node *node = &graph->nodes[i];
     for (size_t a = 0; node->agent >= 0 && a < node->access_count; a++)
-      sim__race_check(node->agent, &node_clocks[i], node->name, node->accesses[a].buffer,
-                      node->accesses[a].mode);
-    sim__clock_join(&s->clock, &node_clocks[i]); /* the launch ends when every node has */
+      dl_sync__sim_race_check(node->agent, &node_clocks[i], node->name, node->accesses[a].buffer,
+                              node->accesses[a].mode);
+    dl_sync__sim_clock_join(&s->clock, &node_clocks[i]); /* the launch ends when every node has */
   }
-  sim__enqueue(s, op);
+  dl_sync__sim_enqueue(s, op);
   exec->last_launch = (sim_dep){s, s->enqueued};
   exec->last_clock = s->clock;
   for (size_t i = 0; i < graph->node_count; i++) {
@@ -510,26 +521,28 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
     event->clock = node_clocks[i];
   }
   free(node_clocks);
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return DL_SYNC_SIM_SUCCESS;
 }
 
-void sim__graph_run(const sim_op *op) {
+void dl_sync__sim_graph_run(const sim_op *op) {
   const dl_sync_sim_graph *graph = op->exec->graph;
   for (size_t i = 0; i < graph->node_count; i++) {
     const sim_node *node = &graph->nodes[i];
     if (node->kind == SIM_NODE_KERNEL) node->fn(node->arg);
     if (node->kind != SIM_NODE_WAIT_EXTERNAL) continue;
-    pthread_mutex_lock(&sim.lock);
-    while (!sim__dep_done(op->node_waits[i])) pthread_cond_wait(&sim.changed, &sim.lock);
-    pthread_mutex_unlock(&sim.lock);
+    pthread_mutex_lock(&dl_sync__sim.lock);
+    while (!dl_sync__sim_dep_done(op->node_waits[i]))
+      pthread_cond_wait(&dl_sync__sim.changed, &dl_sync__sim.lock);
+    pthread_mutex_unlock(&dl_sync__sim.lock);
   }
 }
 
 int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int found = 0;
-  for (dl_sync_sim_graph_exec **link = &sim.execs; *link != NULL; link = &(*link)->next_exec)
+  for (dl_sync_sim_graph_exec **link = &dl_sync__sim.execs; *link != NULL;
+       link = &(*link)->next_exec)
     if (*link == exec) {
       *link = exec->next_exec;
       found = 1;
@@ -539,13 +552,13 @@ int dl_sync_sim_graph_exec_destroy(dl_sync_sim_graph_exec *exec) {
   size_t released_count = 0;
   if (found) {
     /* Launches still queued run from this copy: wait for them. */
-    sim__wait_streams_idle();
-    sim__graph_free(exec->graph, &released, &released_count);
+    dl_sync__sim_wait_streams_idle();
+    dl_sync__sim_graph_free(exec->graph, &released, &released_count);
     exec->magic = 0;
     free(exec);
   }
-  pthread_mutex_unlock(&sim.lock);
-  sim__user_objects_release(released, released_count);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  dl_sync__sim_user_objects_release(released, released_count);
   free(released);
   return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
 }
@@ -559,20 +572,20 @@ int dl_sync_sim_user_object_create(dl_sync_sim_user_object **object, void *ptr,
   return DL_SYNC_SIM_SUCCESS;
 }
 
-void sim__user_objects_release(dl_sync_sim_user_object **objects, size_t count) {
+void dl_sync__sim_user_objects_release(dl_sync_sim_user_object **objects, size_t count) {
   for (size_t i = 0; i < count; i++) dl_sync_sim_user_object_release(objects[i], 1);
 }
 
 int dl_sync_sim_user_object_release(dl_sync_sim_user_object *object, unsigned count) {
   if (object == NULL || count == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int error = count > object->refcount ? DL_SYNC_SIM_ERROR_INVALID_VALUE : DL_SYNC_SIM_SUCCESS;
   int last = 0;
   if (error == DL_SYNC_SIM_SUCCESS) {
     object->refcount -= count;
     last = object->refcount == 0;
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   if (last) { /* as CUDA: the destructor runs without the runtime's locks */
     object->destroy(object->ptr);
     free(object);
@@ -583,7 +596,7 @@ int dl_sync_sim_user_object_release(dl_sync_sim_user_object *object, unsigned co
 int dl_sync_sim_graph_retain_user_object(dl_sync_sim_graph *graph, dl_sync_sim_user_object *object,
                                          unsigned count) {
   if (object == NULL || count == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
                                                               : DL_SYNC_SIM_SUCCESS;
   size_t needed = error ? 0 : graph->object_count + count;
@@ -597,6 +610,6 @@ int dl_sync_sim_graph_retain_user_object(dl_sync_sim_graph *graph, dl_sync_sim_u
   }
   for (unsigned i = 0; error == DL_SYNC_SIM_SUCCESS && i < count; i++)
     graph->objects[graph->object_count++] = object;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }

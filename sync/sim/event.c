@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events: a record snapshots a stream's position and clock; a wait binds to it. */
 #include <stdlib.h>
 
@@ -12,12 +13,12 @@ int dl_sync_sim_event_create(dl_sync_sim_event **event) {
   dl_sync_sim_event *e = calloc(1, sizeof *e);
   if (e == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
   e->magic = SIM_EVENT_MAGIC;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   /* cudaEventCreate: the event belongs to the current device. */
-  e->device = sim__current_device();
-  e->next_event = sim.events;
-  sim.events = e;
-  pthread_mutex_unlock(&sim.lock);
+  e->device = dl_sync__sim_current_device();
+  e->next_event = dl_sync__sim.events;
+  dl_sync__sim.events = e;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   *event = e;
   return DL_SYNC_SIM_SUCCESS;
 }
@@ -38,26 +39,27 @@ static int unlink_event(dl_sync_sim_event **list, dl_sync_sim_event *event) {
    An event a reset retired is freed here without error, so that a pool of events kept
    across dl_sync_sim_reset (dlsync's) can be drained in either order. */
 int dl_sync_sim_event_destroy(dl_sync_sim_event *event) {
-  pthread_mutex_lock(&sim.lock);
-  int found = unlink_event(&sim.events, event) || unlink_event(&sim.retired_events, event);
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  int found = unlink_event(&dl_sync__sim.events, event) ||
+              unlink_event(&dl_sync__sim.retired_events, event);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return found ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_HANDLE;
 }
 
-void sim__events_retire(void) {
-  while (sim.events != NULL) {
-    dl_sync_sim_event *next = sim.events->next_event;
-    sim.events->magic = SIM_EVENT_RETIRED_MAGIC;
-    sim.events->next_event = sim.retired_events;
-    sim.retired_events = sim.events;
-    sim.events = next;
+void dl_sync__sim_events_retire(void) {
+  while (dl_sync__sim.events != NULL) {
+    dl_sync_sim_event *next = dl_sync__sim.events->next_event;
+    dl_sync__sim.events->magic = SIM_EVENT_RETIRED_MAGIC;
+    dl_sync__sim.events->next_event = dl_sync__sim.retired_events;
+    dl_sync__sim.retired_events = dl_sync__sim.events;
+    dl_sync__sim.events = next;
   }
 }
 
 int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *stream, unsigned flags) {
   if (flags & ~(unsigned)DL_SYNC_SIM_EVENT_RECORD_EXTERNAL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   dl_sync_sim_event *e = valid(event);
   int error = s == NULL || e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               /* cudaEventRecord: "event and stream must be on the same device"; the
@@ -71,9 +73,9 @@ int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *strea
                   ? DL_SYNC_SIM_ERROR_INVALID_VALUE
                   : DL_SYNC_SIM_SUCCESS;
   if (error == DL_SYNC_SIM_SUCCESS && s->capture != NULL) {
-    error = sim__capture_record(s, e, flags);
+    error = dl_sync__sim_capture_record(s, e, flags);
   } else if (error == DL_SYNC_SIM_SUCCESS) {
-    error = sim__legacy_marker(s);
+    error = dl_sync__sim_legacy_marker(s);
     if (error == DL_SYNC_SIM_SUCCESS) {
       e->capture = NULL;
       e->capture_nodes.count = 0;
@@ -81,15 +83,15 @@ int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *strea
       e->clock = s->clock;
     }
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
 int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
                                   unsigned flags) {
   if (flags & ~(unsigned)DL_SYNC_SIM_EVENT_WAIT_EXTERNAL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
-  dl_sync_sim_stream *s = sim__resolve(stream);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   dl_sync_sim_event *e = valid(event);
   /* Waits may cross devices (Programming Guide, Stream and Event Behavior: "cudaStreamWaitEvent()
      will succeed even if the input stream and input event are associated to different
@@ -100,63 +102,73 @@ int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event 
                   ? DL_SYNC_SIM_ERROR_INVALID_VALUE
                   : DL_SYNC_SIM_SUCCESS;
   if (error == DL_SYNC_SIM_SUCCESS && (s->capture != NULL || e->capture != NULL)) {
-    error = sim__capture_wait(s, e, flags);
+    error = dl_sync__sim_capture_wait(s, e, flags);
   } else if (error == DL_SYNC_SIM_SUCCESS) {
-    sim_op *op = sim__op_new(s, SIM_OP_WAIT, &error);
-    if (op != NULL && sim__deps_add(&op->deps, e->last.stream, e->last.seq)) {
-      sim__op_free(op);
+    sim_op *op = dl_sync__sim_op_new(s, SIM_OP_WAIT, &error);
+    if (op != NULL && dl_sync__sim_deps_add(&op->deps, e->last.stream, e->last.seq)) {
+      dl_sync__sim_op_free(op);
       error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
     } else if (op != NULL) {
-      sim__clock_join(&s->clock, &e->clock);
-      sim__enqueue(s, op);
+      dl_sync__sim_clock_join(&s->clock, &e->clock);
+      dl_sync__sim_enqueue(s, op);
     }
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
+/* Querying or synchronizing an event last recorded in a capture. cudaErrorCapturedEvent:
+   "The operation is not permitted on an event which was last recorded in a capturing
+   stream"; Programming Guide, CUDA Graphs, Prohibited and Unhandled Operations: "It is
+   invalid to synchronize or query the execution status of a stream which is being
+   captured or a captured event"; Invalidation: "When an invalid operation is attempted
+   during stream capture, any associated capture graphs are invalidated." A capture that
+   has ended is left as it is; the event answers 907 until it is recorded again. */
+static int captured(dl_sync_sim_event *e) {
+  if (e->capture == NULL) return DL_SYNC_SIM_SUCCESS;
+  if (!e->capture->ended) dl_sync__sim_capture_invalidate(e->capture);
+  return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+}
+
 int dl_sync_sim_event_query(dl_sync_sim_event *event) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_event *e = valid(event);
-  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS;
-  if (error == DL_SYNC_SIM_SUCCESS && e->capture != NULL) {
-    /* cudaErrorCapturedEvent: "The operation is not permitted on an event which was last
-       recorded in a capturing stream"; Programming Guide, CUDA Graphs, Invalidation:
-       "When an invalid operation is attempted during stream capture, any associated
-       capture graphs are invalidated." */
-    if (!e->capture->ended) sim__capture_invalidate(e->capture);
-    error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
-  }
+  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : captured(e);
   /* cudaEventQuery is a potentially unsafe call during a capture (the capture-mode rules
      of cudaStreamBeginCapture); CUDA answers cudaErrorStreamCaptureUnsupported to an
      allocator thread polling events while another thread captures in global mode. */
-  if (error == DL_SYNC_SIM_SUCCESS) error = sim__check_prohibited();
-  if (error == DL_SYNC_SIM_SUCCESS && !sim__dep_done(e->last)) error = DL_SYNC_SIM_ERROR_NOT_READY;
+  if (error == DL_SYNC_SIM_SUCCESS) error = dl_sync__sim_check_prohibited();
+  if (error == DL_SYNC_SIM_SUCCESS && !dl_sync__sim_dep_done(e->last))
+    error = DL_SYNC_SIM_ERROR_NOT_READY;
   if (error == DL_SYNC_SIM_SUCCESS) {
     /* cudaEventQuery: "a return value of cudaSuccess is equivalent to having called
        cudaEventSynchronize()": the host now knows the recorded work. */
     sim_clock *clock = NULL;
-    if (sim__host_agent(&clock) < 0) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-    else sim__clock_join(clock, &e->clock);
+    if (dl_sync__sim_host_agent(&clock) < 0)
+      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else
+      dl_sync__sim_clock_join(clock, &e->clock);
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }
 
 int dl_sync_sim_event_synchronize(dl_sync_sim_event *event) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_event *e = valid(event);
-  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
-              : e->capture != NULL ? DL_SYNC_SIM_ERROR_CAPTURED_EVENT
-                                   : sim__check_prohibited();
+  int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : captured(e);
+  if (error == DL_SYNC_SIM_SUCCESS) error = dl_sync__sim_check_prohibited();
   if (error == DL_SYNC_SIM_SUCCESS) {
     sim_dep last = e->last;
     sim_clock seen = e->clock; /* e may be destroyed while this thread waits */
     sim_clock *clock = NULL;
-    while (!sim__dep_done(last)) pthread_cond_wait(&sim.changed, &sim.lock);
-    if (sim__host_agent(&clock) < 0) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-    else sim__clock_join(clock, &seen);
+    while (!dl_sync__sim_dep_done(last))
+      pthread_cond_wait(&dl_sync__sim.changed, &dl_sync__sim.lock);
+    if (dl_sync__sim_host_agent(&clock) < 0)
+      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    else
+      dl_sync__sim_clock_join(clock, &seen);
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return error;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The happens-before race checker. Clocks are computed when operations are enqueued, from
  * program order, event records and waits, legacy-stream syncs and host synchronization, so
@@ -47,10 +48,11 @@ static history *history_of(const void *buffer) {
 }
 
 static dl_sync_sim_race_access side(const char *name, int mode, int agent) {
-  return (dl_sync_sim_race_access){.name = name ? name : "?",
-                                   .mode = mode,
-                                   .agent = agent,
-                                   .is_host = agent >= 0 && sim.host_clocks[agent] != NULL};
+  return (dl_sync_sim_race_access){
+      .name = name ? name : "?",
+      .mode = mode,
+      .agent = agent,
+      .is_host = agent >= 0 && dl_sync__sim.host_clocks[agent] != NULL};
 }
 
 static void report(int earlier_mode, const access *earlier, int mode, const char *name,
@@ -82,8 +84,8 @@ static int ordered(const access *earlier, int agent, const sim_clock *clock) {
   return earlier->agent < 0 || earlier->agent == agent || earlier->time <= clock->c[earlier->agent];
 }
 
-void sim__race_check(int agent, const sim_clock *clock, const char *name, const void *buffer,
-                     int mode) {
+void dl_sync__sim_race_check(int agent, const sim_clock *clock, const char *name,
+                             const void *buffer, int mode) {
   history *h = history_of(buffer);
   if (h == NULL) return;
   if (!ordered(&h->write, agent, clock))
@@ -112,8 +114,8 @@ void sim__race_check(int agent, const sim_clock *clock, const char *name, const 
   h->reads[h->read_count++] = now;
 }
 
-void sim__race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
-                            const void *buffer) {
+void dl_sync__sim_race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
+                                    const void *buffer) {
   if (race_count < SIM_KEPT_REPORTS)
     races[race_count] = (dl_sync_sim_race){.buffer = buffer,
                                            .in_graph = 1,
@@ -122,7 +124,7 @@ void sim__race_report_graph(const char *a, int a_mode, const char *b, int b_mode
   race_count++;
 }
 
-void sim__race_clear(void) {
+void dl_sync__sim_race_clear(void) {
   for (size_t i = 0; i < history_count; i++) free(histories[i].reads);
   free(histories);
   histories = NULL;
@@ -131,14 +133,14 @@ void sim__race_clear(void) {
 }
 
 uint64_t dl_sync_sim_race_count(void) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   uint64_t count = race_count;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return count;
 }
 
 uint64_t dl_sync_sim_race_report(char *buffer, size_t size) {
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   uint64_t count = race_count;
   size_t used = 0;
   if (buffer != NULL && size > 0) buffer[0] = '\0';
@@ -147,21 +149,21 @@ uint64_t dl_sync_sim_race_report(char *buffer, size_t size) {
     if (n < 0 || (size_t)n >= size - used) break;
     used += (size_t)n;
   }
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return count;
 }
 
 int dl_sync_sim_race_get(uint64_t index, dl_sync_sim_race *race) {
   if (race == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   int kept = index < race_count && index < SIM_KEPT_REPORTS;
   if (kept) *race = races[index];
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return kept ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_INVALID_VALUE;
 }
 
 void dl_sync_sim_race_reset(void) {
-  pthread_mutex_lock(&sim.lock);
-  sim__race_clear();
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync__sim_race_clear();
+  pthread_mutex_unlock(&dl_sync__sim.lock);
 }

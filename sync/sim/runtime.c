@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 /* The simulator's global state: devices, agents, thread-local caches, jitter, reset. */
 #include <stdlib.h>
@@ -6,13 +7,13 @@
 
 #include "sim_internal.h"
 
-sim_state sim = {
+sim_state dl_sync__sim = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .changed = PTHREAD_COND_INITIALIZER,
     .generation = 1,
 };
 
-/* Per host thread; stale when its generation differs from sim.generation. */
+/* Per host thread; stale when its generation differs from dl_sync__sim.generation. */
 static _Thread_local struct {
   uint64_t generation;
   int32_t device;
@@ -21,59 +22,69 @@ static _Thread_local struct {
 } local;
 
 static void refresh_local(void) {
-  if (local.generation == sim.generation) return;
+  if (local.generation == dl_sync__sim.generation) return;
   memset(&local, 0, sizeof local);
-  local.generation = sim.generation;
+  local.generation = dl_sync__sim.generation;
   local.agent = -1;
 }
 
-int sim__current_device(void) {
+int dl_sync__sim_current_device(void) {
   refresh_local();
   return local.device;
 }
 
 int dl_sync_sim_get_device(int32_t *device) {
   if (device == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.lock);
-  *device = sim__current_device();
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  *device = dl_sync__sim_current_device();
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return DL_SYNC_SIM_SUCCESS;
 }
 
 int dl_sync_sim_set_device(int32_t device) {
   if (device < 0 || device >= DL_SYNC_SIM_DEVICES) return DL_SYNC_SIM_ERROR_INVALID_DEVICE;
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   refresh_local();
   local.device = device;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
   return DL_SYNC_SIM_SUCCESS;
 }
 
-int sim__new_agent(void) { return sim.next_agent < SIM_MAX_AGENTS ? sim.next_agent++ : -1; }
+int dl_sync__sim_new_agent(void) {
+  return dl_sync__sim.next_agent < SIM_MAX_AGENTS ? dl_sync__sim.next_agent++ : -1;
+}
 
-int sim__host_agent(sim_clock **clock) {
+int dl_sync__sim_host_agent(sim_clock **clock) {
   refresh_local();
   if (local.agent < 0) {
-    int agent = sim__new_agent();
+    int agent = dl_sync__sim_new_agent();
     if (agent < 0) return -1;
-    sim.host_clocks[agent] = calloc(1, sizeof(sim_clock));
-    if (sim.host_clocks[agent] == NULL) return -1;
+    dl_sync__sim.host_clocks[agent] = calloc(1, sizeof(sim_clock));
+    if (dl_sync__sim.host_clocks[agent] == NULL) return -1;
     local.agent = agent;
+    dl_sync__sim_thread_inherit(dl_sync__sim.host_clocks[agent]);
   }
-  *clock = sim.host_clocks[local.agent];
+  *clock = dl_sync__sim.host_clocks[local.agent];
   return local.agent;
 }
 
-dl_sync_sim_stream *sim__resolve(dl_sync_sim_stream *stream) {
-  int32_t device = sim__current_device();
+int dl_sync__sim_existing_host_agent(sim_clock **clock) {
+  refresh_local();
+  if (local.agent >= 0) *clock = dl_sync__sim.host_clocks[local.agent];
+  return local.agent;
+}
+
+dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream) {
+  int32_t device = dl_sync__sim_current_device();
   if (stream == NULL || stream == DL_SYNC_SIM_STREAM_LEGACY) {
-    if (sim.legacy[device] == NULL)
-      sim.legacy[device] = sim__stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 1, 0);
-    return sim.legacy[device];
+    if (dl_sync__sim.legacy[device] == NULL)
+      dl_sync__sim.legacy[device] =
+          dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 1, 0);
+    return dl_sync__sim.legacy[device];
   }
   if (stream == DL_SYNC_SIM_STREAM_PER_THREAD) {
     if (local.per_thread[device] == NULL)
-      local.per_thread[device] = sim__stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
+      local.per_thread[device] = dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
     return local.per_thread[device];
   }
   return stream->magic == SIM_STREAM_MAGIC && !stream->destroyed ? stream : NULL;
@@ -86,23 +97,23 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-void sim__jitter(const dl_sync_sim_stream *stream, uint64_t seq) {
-  unsigned max_us = __atomic_load_n(&sim.jitter_max_us, __ATOMIC_RELAXED);
+void dl_sync__sim_jitter(const dl_sync_sim_stream *stream, uint64_t seq) {
+  unsigned max_us = __atomic_load_n(&dl_sync__sim.jitter_max_us, __ATOMIC_RELAXED);
   if (max_us == 0) return;
-  uint64_t draw = mix(sim.jitter_seed ^ mix((uint64_t)stream->agent << 40 ^ seq));
+  uint64_t draw = mix(dl_sync__sim.jitter_seed ^ mix((uint64_t)stream->agent << 40 ^ seq));
   long us = (long)(draw % (max_us + 1u));
   struct timespec delay = {us / 1000000, (us % 1000000) * 1000};
   nanosleep(&delay, NULL);
 }
 
 void dl_sync_sim_set_jitter(uint64_t seed, unsigned max_us) {
-  pthread_mutex_lock(&sim.lock);
-  sim.jitter_seed = seed;
-  __atomic_store_n(&sim.jitter_max_us, max_us, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync__sim.jitter_seed = seed;
+  __atomic_store_n(&dl_sync__sim.jitter_max_us, max_us, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
 }
 
-int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq) {
+int dl_sync__sim_deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq) {
   if (stream == NULL || seq == 0) return 0;
   if (deps->count == deps->capacity) {
     size_t capacity = deps->capacity ? deps->capacity * 2 : 4;
@@ -115,7 +126,7 @@ int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq) {
   return 0;
 }
 
-int sim__nodes_add(sim_nodes *nodes, size_t node) {
+int dl_sync__sim_nodes_add(sim_nodes *nodes, size_t node) {
   for (size_t i = 0; i < nodes->count; i++)
     if (nodes->items[i] == node) return 0;
   if (nodes->count == nodes->capacity) {
@@ -129,63 +140,66 @@ int sim__nodes_add(sim_nodes *nodes, size_t node) {
   return 0;
 }
 
-int sim__nodes_copy(sim_nodes *to, const sim_nodes *from) {
+int dl_sync__sim_nodes_copy(sim_nodes *to, const sim_nodes *from) {
   to->count = 0;
   for (size_t i = 0; i < from->count; i++)
-    if (sim__nodes_add(to, from->items[i]) != 0) return -1;
+    if (dl_sync__sim_nodes_add(to, from->items[i]) != 0) return -1;
   return 0;
 }
 
-void sim__clock_join(sim_clock *into, const sim_clock *from) {
+void dl_sync__sim_clock_join(sim_clock *into, const sim_clock *from) {
   for (int i = 0; i < SIM_MAX_AGENTS; i++)
     if (from->c[i] > into->c[i]) into->c[i] = from->c[i];
 }
 
 void dl_sync_sim_reset(void) {
-  pthread_mutex_lock(&sim.lock);
-  sim__wait_streams_idle();
-  sim.shutting_down = 1;
-  pthread_cond_broadcast(&sim.changed);
-  dl_sync_sim_stream *streams = sim.streams;
-  sim.streams = NULL;
-  pthread_mutex_unlock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync__sim_wait_streams_idle();
+  dl_sync__sim.shutting_down = 1;
+  pthread_cond_broadcast(&dl_sync__sim.changed);
+  dl_sync_sim_stream *streams = dl_sync__sim.streams;
+  dl_sync__sim.streams = NULL;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  dl_sync__sim_own_thread_call(1);
   for (dl_sync_sim_stream *s = streams; s != NULL; s = s->next_stream)
     pthread_join(s->worker, NULL);
+  dl_sync__sim_own_thread_call(0);
 
-  pthread_mutex_lock(&sim.lock);
+  pthread_mutex_lock(&dl_sync__sim.lock);
   while (streams != NULL) {
     dl_sync_sim_stream *next = streams->next_stream;
-    sim__stream_free(streams);
+    dl_sync__sim_stream_free(streams);
     streams = next;
   }
-  sim__events_retire();
+  dl_sync__sim_events_retire();
   dl_sync_sim_user_object **released = NULL;
   size_t released_count = 0;
-  while (sim.execs != NULL) {
-    dl_sync_sim_graph_exec *next = sim.execs->next_exec;
-    sim__graph_free(sim.execs->graph, &released, &released_count);
-    free(sim.execs);
-    sim.execs = next;
+  while (dl_sync__sim.execs != NULL) {
+    dl_sync_sim_graph_exec *next = dl_sync__sim.execs->next_exec;
+    dl_sync__sim_graph_free(dl_sync__sim.execs->graph, &released, &released_count);
+    free(dl_sync__sim.execs);
+    dl_sync__sim.execs = next;
   }
-  while (sim.graphs != NULL) {
-    dl_sync_sim_graph *next = sim.graphs->next_graph;
-    sim__graph_free(sim.graphs, &released, &released_count);
-    sim.graphs = next;
+  while (dl_sync__sim.graphs != NULL) {
+    dl_sync_sim_graph *next = dl_sync__sim.graphs->next_graph;
+    dl_sync__sim_graph_free(dl_sync__sim.graphs, &released, &released_count);
+    dl_sync__sim.graphs = next;
   }
-  sim__capture_free_all();
+  dl_sync__sim_capture_free_all();
   for (int i = 0; i < SIM_MAX_AGENTS; i++) {
-    free(sim.host_clocks[i]);
-    sim.host_clocks[i] = NULL;
+    free(dl_sync__sim.host_clocks[i]);
+    dl_sync__sim.host_clocks[i] = NULL;
   }
-  sim__race_clear();
-  sim__sync_clocks_free();
-  memset(sim.legacy, 0, sizeof sim.legacy);
-  sim.next_agent = 0;
-  sim.jitter_max_us = 0;
-  sim.shutting_down = 0;
-  sim.generation++;
-  pthread_mutex_unlock(&sim.lock);
-  sim__user_objects_release(released, released_count);
+  dl_sync__sim_race_clear();
+  dl_sync__sim_sync_clocks_free();
+  dl_sync__sim_thread_exits_free();
+  memset(dl_sync__sim.legacy, 0, sizeof dl_sync__sim.legacy);
+  dl_sync__sim.next_agent = 0;
+  dl_sync__sim.jitter_max_us = 0;
+  dl_sync__sim.shutting_down = 0;
+  dl_sync__sim.generation++;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  dl_sync__sim_user_objects_release(released, released_count);
   free(released);
 }
 

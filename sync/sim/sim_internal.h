@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated device's internal state. One mutex guards it all; kernels and user-object
    destructors run without it. */
 #ifndef DL_SYNC_SIM_INTERNAL_H_
@@ -135,83 +136,112 @@ typedef struct sim_state {
   int next_agent;
   sim_clock *host_clocks[SIM_MAX_AGENTS];
   struct sim_sync_clock *sync_clocks; /* host clocks released under a key */
+  struct sim_thread_exit *thread_exits; /* clocks of exited threads, until joined */
   dl_sync_sim_event *retired_events;  /* freed by a reset, kept until destroyed */
   uint64_t jitter_seed;
   unsigned jitter_max_us;
 } sim_state;
 
-extern sim_state sim;
+extern sim_state dl_sync__sim;
 
 enum { SIM_STREAM_MAGIC = 0x5e7ea7, SIM_EVENT_MAGIC = 0xe7e47, SIM_GRAPH_MAGIC = 0x6a4f,
        SIM_EXEC_MAGIC = 0xe8ec, SIM_EVENT_RETIRED_MAGIC = 0xdead7e };
 
 /* runtime.c (lock held unless noted) */
-int sim__current_device(void);
-int sim__new_agent(void);
-/* The calling host thread's agent and clock. */
-int sim__host_agent(sim_clock **clock);
+int dl_sync__sim_current_device(void);
+int dl_sync__sim_new_agent(void);
+/* The calling host thread's agent and clock (made on first use). */
+int dl_sync__sim_host_agent(sim_clock **clock);
+/* The same without making one: -1 when the thread has none since the last reset. */
+int dl_sync__sim_existing_host_agent(sim_clock **clock);
 /* Resolves the special handles (NULL, 1, 2) and checks the magic; NULL if invalid. */
-dl_sync_sim_stream *sim__resolve(dl_sync_sim_stream *stream);
-void sim__jitter(const dl_sync_sim_stream *stream, uint64_t seq); /* lock not held */
-int sim__deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);
-int sim__nodes_add(sim_nodes *nodes, size_t node);
-int sim__nodes_copy(sim_nodes *to, const sim_nodes *from);
-void sim__clock_join(sim_clock *into, const sim_clock *from);
+dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream);
+void dl_sync__sim_jitter(const dl_sync_sim_stream *stream, uint64_t seq); /* lock not held */
+int dl_sync__sim_deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);
+int dl_sync__sim_nodes_add(sim_nodes *nodes, size_t node);
+int dl_sync__sim_nodes_copy(sim_nodes *to, const sim_nodes *from);
+void dl_sync__sim_clock_join(sim_clock *into, const sim_clock *from);
 
 /* event.c (lock held) */
 /* Reset: events stop being valid, but keep their memory until destroyed, so that a
    later destroy neither fails nor hits a new event at the same address. */
-void sim__events_retire(void);
+void dl_sync__sim_events_retire(void);
 
 /* stream.c */
-dl_sync_sim_stream *sim__stream_new(int32_t device, unsigned flags, int is_legacy,
-                                    int is_per_thread);
+dl_sync_sim_stream *dl_sync__sim_stream_new(int32_t device, unsigned flags, int is_legacy,
+                                            int is_per_thread);
 /* Appends op to stream (lock held); wakes its worker. */
-void sim__enqueue(dl_sync_sim_stream *stream, sim_op *op);
+void dl_sync__sim_enqueue(dl_sync_sim_stream *stream, sim_op *op);
 /* The implicit synchronization of the legacy stream: deps and clock for an operation
    about to be enqueued on stream. Fails with 906 when it would touch a capture. */
-int sim__legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps);
-int sim__dep_done(sim_dep dep);
+int dl_sync__sim_legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps);
+int dl_sync__sim_dep_done(sim_dep dep);
 /* A new operation for stream carrying the legacy stream's implicit dependencies; NULL
-   (and *error) on failure. sim__op_free releases one that is not enqueued. */
-sim_op *sim__op_new(dl_sync_sim_stream *stream, sim_op_kind kind, int *error);
-void sim__op_free(sim_op *op);
+   (and *error) on failure. dl_sync__sim_op_free releases one that is not enqueued. */
+sim_op *dl_sync__sim_op_new(dl_sync_sim_stream *stream, sim_op_kind kind, int *error);
+void dl_sync__sim_op_free(sim_op *op);
 /* Enqueues a marker carrying the legacy stream's implicit dependencies, if any. */
-int sim__legacy_marker(dl_sync_sim_stream *stream);
+int dl_sync__sim_legacy_marker(dl_sync_sim_stream *stream);
 /* Work enqueued by a host thread is ordered after what that thread did before. */
-void sim__join_host(dl_sync_sim_stream *stream);
-void sim__wait_streams_idle(void);
-void sim__stream_free(dl_sync_sim_stream *stream);
+void dl_sync__sim_join_host(dl_sync_sim_stream *stream);
+void dl_sync__sim_wait_streams_idle(void);
+void dl_sync__sim_stream_free(dl_sync_sim_stream *stream);
 
 /* race.c (lock held) */
-void sim__race_check(int agent, const sim_clock *clock, const char *name, const void *buffer,
-                     int mode);
+void dl_sync__sim_race_check(int agent, const sim_clock *clock, const char *name,
+                             const void *buffer, int mode);
 /* Accesses of two unordered nodes of one graph. */
-void sim__race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
-                            const void *buffer);
-void sim__race_clear(void);
+void dl_sync__sim_race_report_graph(const char *a, int a_mode, const char *b, int b_mode,
+                                    const void *buffer);
+void dl_sync__sim_race_clear(void);
 
 /* annotate.c (lock held) */
-void sim__sync_clocks_free(void);
+void dl_sync__sim_sync_clocks_free(void);
+
+/* thread.c: thread creation and join as happens-before edges. */
+/* Around the simulator's own pthread_create and pthread_join (its streams' workers): the
+   calls still go through a sanitizer's interceptors, if any, but the simulator's pass
+   them to the C library untouched (they would take the simulator's lock). */
+void dl_sync__sim_own_thread_call(int own);
+/* A new host agent's clock starts from what its thread inherited at its creation (lock
+   held). */
+void dl_sync__sim_thread_inherit(sim_clock *clock);
+void dl_sync__sim_thread_exits_free(void); /* lock held */
+
+/* What a thread created through the simulator's pthread_create receives from its
+   creator. */
+typedef struct sim_birth {
+  void *(*start)(void *);
+  void *arg;
+  pthread_key_t key;   /* the key the birth is filed under in the new thread */
+  uint64_t generation; /* of clock; 0: the creator knew nothing */
+  sim_clock clock;     /* what the creator knew when it created the thread */
+} sim_birth;
+
+/* thread_start.c (built without sanitizer instrumentation) */
+/* The new thread's first function: files the birth under its key, runs start(arg). */
+void *dl_sync__sim_thread_start(void *birth);
 
 /* capture.c (lock held) */
 /* The legacy stream of device may not be used while a blocking stream of that device
    captures: invalidates those captures and answers 906 (or 0 when none captures). */
-int sim__check_legacy_use(int32_t device, int invalidate);
+int dl_sync__sim_check_legacy_use(int32_t device, int invalidate);
 /* Fails with the capture error when the calling thread may not make a forbidden call now,
    invalidating the captures it would disturb. */
-int sim__check_prohibited(void);
-void sim__capture_invalidate(sim_capture *capture);
-int sim__capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
-                        void *arg, const dl_sync_sim_access *accesses, size_t count);
-int sim__capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags);
-int sim__capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags);
-void sim__graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
-                     size_t *released_count);
-void sim__capture_free_all(void);
+int dl_sync__sim_check_prohibited(void);
+void dl_sync__sim_capture_invalidate(sim_capture *capture);
+int dl_sync__sim_capture_kernel(dl_sync_sim_stream *stream, const char *name, void (*fn)(void *),
+                                void *arg, const dl_sync_sim_access *accesses, size_t count);
+int dl_sync__sim_capture_record(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
+                                unsigned flags);
+int dl_sync__sim_capture_wait(dl_sync_sim_stream *stream, dl_sync_sim_event *event, unsigned flags);
+void dl_sync__sim_graph_free(dl_sync_sim_graph *graph, dl_sync_sim_user_object ***released,
+                             size_t *released_count);
+void dl_sync__sim_capture_free_all(void);
 /* Runs a graph launch's nodes in capture order, each external wait where it stands
    (lock not held). */
-void sim__graph_run(const sim_op *op);
-void sim__user_objects_release(dl_sync_sim_user_object **objects, size_t count); /* no lock */
+void dl_sync__sim_graph_run(const sim_op *op);
+void dl_sync__sim_user_objects_release(dl_sync_sim_user_object **objects,
+                                       size_t count); /* no lock */
 
 #endif /* DL_SYNC_SIM_INTERNAL_H_ */

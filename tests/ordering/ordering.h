@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared pieces of the ordering suites on the simulated device: a producer kernel that
    writes a pattern, a consumer kernel that counts mismatches, and threads that record
    outcomes for the test thread to assert (cmocka is not thread-safe). */

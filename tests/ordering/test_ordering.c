@@ -1,9 +1,11 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Ordering suites on the simulated device: each scenario runs with dlsync's dependency
  * and, as a negative control, without it; the race checker must flag every missing
  * dependency and jitter must expose it by value.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +153,8 @@ typedef struct per_thread_worker {
   pthread_t thread;
   pattern *data;
   int produce, consume, use_dependency;
+  int wait_for_gate;  /* after exporting, set exported and wait until gate is set */
+  int exported, gate; /* relaxed: they order nothing */
   int status;
   char error[256];
 } per_thread_worker;
@@ -166,6 +170,10 @@ static void *run_per_thread(void *arg) {
   }
   if (w->status == 0 && w->consume) w->status = launch_consumer(DL_SYNC_SIM_STREAM_PER_THREAD, w->data, 5);
   if (w->status != 0) snprintf(w->error, sizeof w->error, "%s", dl_sync_last_error());
+  if (w->wait_for_gate) {
+    __atomic_store_n(&w->exported, 1, __ATOMIC_RELAXED);
+    while (!__atomic_load_n(&w->gate, __ATOMIC_RELAXED)) sched_yield();
+  }
   dl_sync_sim_stream_synchronize(DL_SYNC_SIM_STREAM_PER_THREAD);
   return NULL;
 }
@@ -188,13 +196,18 @@ static void test_stream_two_is_the_calling_threads_per_thread_stream(void **stat
 static void test_another_threads_per_thread_stream_is_not_ordered(void **state) {
   (void)state;
   static pattern data = {.racy = 1};
-  /* Thread 1 produces and exports to *its* stream 2; thread 2 consumes on *its* own. */
-  per_thread_worker producer = {.data = &data, .produce = 1, .use_dependency = 1};
+  /* Thread 1 produces and exports to *its* stream 2; thread 2 consumes on *its* own
+     while thread 1 waits: had thread 1 synchronized and been joined before thread 2 was
+     created, the two would be ordered. */
+  per_thread_worker producer = {
+      .data = &data, .produce = 1, .use_dependency = 1, .wait_for_gate = 1};
   pthread_create(&producer.thread, NULL, run_per_thread, &producer);
-  pthread_join(producer.thread, NULL);
+  while (!__atomic_load_n(&producer.exported, __ATOMIC_RELAXED)) sched_yield();
   per_thread_worker consumer = {.data = &data, .consume = 1};
   pthread_create(&consumer.thread, NULL, run_per_thread, &consumer);
   pthread_join(consumer.thread, NULL);
+  __atomic_store_n(&producer.gate, 1, __ATOMIC_RELAXED);
+  pthread_join(producer.thread, NULL);
   assert_int_equal(producer.status, 0);
   print_races("consumer on another thread's stream 2");
   assert_int_equal(dl_sync_sim_race_count(), 1);

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Thread creation and join as happens-before edges, as ThreadSanitizer's interceptors make
+ * them. The simulator's libraries define pthread_create and pthread_join, which call the
+ * definitions they stand in front of (the C library's, or a sanitizer's):
+ *
+ * - pthread_create hands the new thread what its creator knew (the creator's host clock,
+ *   or what the creator itself inherited); the thread's host agent starts from it when it
+ *   first uses the simulator. What the creator does afterwards is not included.
+ * - A thread created so files its clock when it exits (a pthread key destructor, so that
+ *   pthread_exit and cancellation count too); pthread_join, once the next definition has
+ *   returned, orders the joining thread after that clock.
+ *
+ * The shared library's definitions interpose on the C library's for the whole process
+ * when the program links dlsync_sim; the static library's are hidden and serve the
+ * program (or shared object) it is linked into. Both are weak: a sanitizer runtime linked
+ * into the same program keeps its own, and in the shared case calls these next.
+ */
+#define _GNU_SOURCE /* RTLD_NEXT, RTLD_DEFAULT */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sim_internal.h"
+
+typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int join_fn(pthread_t, void **);
+
+struct sim_thread_exit {
+  pthread_t thread;
+  sim_clock clock;
+  struct sim_thread_exit *next;
+};
+
+static create_fn *next_create;
+static join_fn *next_join;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t birth_key;
+static int key_made;
+
+/* The definition the simulator's stands in front of. The shared library's interpose on
+   the process's (a sanitizer's interceptor calls them in turn): the next definition after
+   the library, the C library's. The static library's are hidden and stand in for the
+   process's definition only in the program or shared object they are linked into: the
+   process's own (a sanitizer's or the C library's), which a default lookup finds since
+   hidden definitions are not in it. */
+static void *next_symbol(const char *name) {
+#ifdef DL_SYNC_BUILDING_SHARED
+  void *symbol = dlsym(RTLD_NEXT, name);
+#else
+  void *symbol = dlsym(RTLD_DEFAULT, name);
+#endif
+  if (symbol == NULL) {
+    const char *why = dlerror();
+    fprintf(stderr, "dlsync_sim: no %s after the simulator's: %s\n", name, why ? why : "?");
+    abort();
+  }
+  return symbol;
+}
+
+static _Thread_local int own_thread_call;
+
+void dl_sync__sim_own_thread_call(int own) {
+  own_thread_call = own;
+}
+
+static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                               void *(*start)(void *), void *arg) {
+  create_fn *create = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
+  if (create == NULL) {
+    create = (create_fn *)next_symbol("pthread_create");
+    __atomic_store_n(&next_create, create, __ATOMIC_RELEASE);
+  }
+  return create(thread, attr, start, arg);
+}
+
+static int next_pthread_join(pthread_t thread, void **result) {
+  join_fn *join = __atomic_load_n(&next_join, __ATOMIC_ACQUIRE);
+  if (join == NULL) {
+    join = (join_fn *)next_symbol("pthread_join");
+    __atomic_store_n(&next_join, join, __ATOMIC_RELEASE);
+  }
+  return join(thread, result);
+}
+
+/* The calling thread's birth, when it was created through pthread_create below (NULL
+   in the key's destructor, which is passed it). */
+static const sim_birth *own_birth(void) {
+  return key_made ? pthread_getspecific(birth_key) : NULL;
+}
+
+/* What the calling thread knows (lock held): its host clock, else what it inherited at
+   birth if nothing reset the simulator since; NULL when nothing. */
+static const sim_clock *knowledge(const sim_birth *birth) {
+  sim_clock *clock = NULL;
+  if (dl_sync__sim_existing_host_agent(&clock) >= 0) return clock;
+  return birth != NULL && birth->generation == dl_sync__sim.generation ? &birth->clock : NULL;
+}
+
+void dl_sync__sim_thread_inherit(sim_clock *clock) {
+  const sim_birth *birth = own_birth();
+  if (birth != NULL && birth->generation == dl_sync__sim.generation)
+    dl_sync__sim_clock_join(clock, &birth->clock);
+}
+
+/* The key's destructor: the thread is exiting; its clock waits for pthread_join. */
+static void thread_exit(void *object) {
+  sim_birth *birth = object;
+  struct sim_thread_exit *record = malloc(sizeof *record);
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  const sim_clock *known = knowledge(birth);
+  if (record != NULL && known != NULL) {
+    record->thread = pthread_self();
+    record->clock = *known;
+    record->next = dl_sync__sim.thread_exits;
+    dl_sync__sim.thread_exits = record;
+    record = NULL;
+  }
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  free(record);
+  free(birth);
+}
+
+static void make_key(void) {
+  key_made = pthread_key_create(&birth_key, thread_exit) == 0;
+}
+
+/* The library is unloaded (or the process exits): threads that live on must not run
+   thread_exit, whose code goes away with it. */
+__attribute__((destructor)) static void forget_key(void) {
+  if (key_made) pthread_key_delete(birth_key);
+  key_made = 0;
+}
+
+/* Removes and returns the record thread filed when it exited, or NULL (lock held). */
+static struct sim_thread_exit *take_exit(pthread_t thread) {
+  for (struct sim_thread_exit **link = &dl_sync__sim.thread_exits; *link != NULL;
+       link = &(*link)->next)
+    if (pthread_equal((*link)->thread, thread)) {
+      struct sim_thread_exit *record = *link;
+      *link = record->next;
+      return record;
+    }
+  return NULL;
+}
+
+void dl_sync__sim_thread_exits_free(void) {
+  while (dl_sync__sim.thread_exits != NULL) {
+    struct sim_thread_exit *next = dl_sync__sim.thread_exits->next;
+    free(dl_sync__sim.thread_exits);
+    dl_sync__sim.thread_exits = next;
+  }
+}
+
+DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                     void *(*start)(void *), void *arg) {
+  if (own_thread_call) return next_pthread_create(thread, attr, start, arg);
+  pthread_once(&key_once, make_key);
+  sim_birth *birth = key_made ? malloc(sizeof *birth) : NULL;
+  /* The lock is held until the new thread's id is known: the thread cannot exit and file
+     its record before a record of an earlier thread with the same id is dropped. */
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  if (birth != NULL) {
+    birth->start = start;
+    birth->arg = arg;
+    birth->key = birth_key;
+    birth->generation = 0;
+    /* A copy: what this thread does next is not handed over (each of its accesses
+       advances its own component first). */
+    const sim_clock *known = knowledge(own_birth());
+    if (known != NULL) {
+      birth->clock = *known;
+      birth->generation = dl_sync__sim.generation;
+    }
+  }
+  /* Without memory for the birth the thread is made without the edges (stricter). */
+  int error = birth != NULL ? next_pthread_create(thread, attr, dl_sync__sim_thread_start, birth)
+                            : next_pthread_create(thread, attr, start, arg);
+  for (struct sim_thread_exit *stale; error == 0 && (stale = take_exit(*thread)) != NULL;)
+    free(stale);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  if (error != 0) free(birth);
+  return error;
+}
+
+DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **result) {
+  int error = next_pthread_join(thread, result);
+  if (error != 0 || own_thread_call) return error;
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  struct sim_thread_exit *record = take_exit(thread);
+  sim_clock *clock = NULL;
+  if (record != NULL && dl_sync__sim_host_agent(&clock) >= 0)
+    dl_sync__sim_clock_join(clock, &record->clock);
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  free(record);
+  return 0;
+}
