@@ -1,10 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 /*
- * Cost per exchange on real CUDA streams, three strategies side by side in one run:
- * dlsync's pooled event (dl_sync_push_dep), a fresh event per exchange (create, record,
- * wait, destroy, as PyTorch and CuPy do today) and host synchronization. Each exchange is
- * a small producer operation on stream a, the synchronization, and a consumer operation
- * on stream b. Prints "name<TAB>value<TAB>unit" lines; without a device, one "skipped" line.
+ * Cost per exchange on real CUDA streams, the strategies side by side in one run:
+ * dlsync's pooled event (dl_sync_push_dep, and dl_sync_export with the consumer's stream
+ * argument, as a producer's __dlpack__ calls it) with the CUDA driver backend (the
+ * default) and with the CUDA runtime backend, a fresh event per exchange (create, record,
+ * wait, destroy, as PyTorch's __dlpack__ does today: torch/_tensor.py) and host
+ * synchronization; and the loop without any synchronization, for what the loop itself
+ * costs. Each exchange is a small producer operation on stream a, the synchronization,
+ * and a consumer operation on stream b. Prints "name<TAB>value<TAB>unit" lines; without
+ * a device, one "skipped" line.
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -20,14 +25,39 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-typedef enum strategy { POOLED, FRESH_EVENT, HOST_SYNC } strategy;
+typedef enum strategy {
+  POOLED,         /* dl_sync_push_dep, driver backend */
+  POOLED_EXPORT,  /* dl_sync_stream_to_arg + dl_sync_export, driver backend */
+  POOLED_CUDART,  /* dl_sync_push_dep, CUDA runtime backend */
+  FRESH_EVENT,    /* cudaEventCreate, record, wait, destroy */
+  HOST_SYNC,      /* cudaStreamSynchronize(a) */
+  NONE,           /* no synchronization: the loop's own cost (unordered) */
+  STRATEGIES
+} strategy;
+
+static const char *const names[STRATEGIES] = {
+    "gpu: pooled event (dlsync)", "gpu: pooled event (dlsync, dl_sync_export with a stream argument)",
+    "gpu: pooled event (dlsync, CUDA runtime backend)", "gpu: fresh event per exchange",
+    "gpu: host synchronization", "gpu: no synchronization (the loop alone, unordered)"};
 
 static int synchronize(strategy s, cudaStream_t a, cudaStream_t b) {
-  if (s == POOLED) {
-    DLDevice device = {kDLCUDA, 0};
-    return dl_sync_push_dep(dl_sync_stream_view(device, a), dl_sync_stream_view(device, b));
+  DLDevice device = {kDLCUDA, 0};
+  switch (s) {
+    case POOLED:
+    case POOLED_CUDART:
+      return dl_sync_push_dep(dl_sync_stream_view(device, a), dl_sync_stream_view(device, b));
+    case POOLED_EXPORT: {
+      dl_sync_stream_arg arg;
+      int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, b), &arg);
+      return status != DL_SYNC_OK ? status : dl_sync_export(dl_sync_stream_view(device, a), arg);
+    }
+    case HOST_SYNC:
+      return (int)cudaStreamSynchronize(a);
+    case NONE:
+      return 0;
+    default:
+      break;
   }
-  if (s == HOST_SYNC) return (int)cudaStreamSynchronize(a);
   cudaEvent_t event;
   cudaError_t error = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
   if (error == cudaSuccess) error = cudaEventRecord(event, a);
@@ -69,10 +99,14 @@ int main(void) {
     return 1;
   }
   printf("device\t0\t%s\n", prop.name);
-  static const char *names[] = {"gpu: pooled event (dlsync)", "gpu: fresh event per exchange",
-                                "gpu: host synchronization"};
-  double us[3];
-  for (int s = POOLED; s <= HOST_SYNC; s++) {
+  double us[STRATEGIES];
+  for (int s = 0; s < STRATEGIES; s++) {
+    /* The runtime backend uses the CUDA runtime this program has loaded (libcudart). */
+    const dl_sync_backend *backend = s == POOLED_CUDART ? dl_sync_cudart_backend() : NULL;
+    if (dl_sync_set_backend(kDLCUDA, backend) != DL_SYNC_OK) {
+      fprintf(stderr, "bench_gpu: dl_sync_set_backend: %s\n", dl_sync_last_error());
+      return 1;
+    }
     run((strategy)s, a, b, produced, consumed, WARMUP);
     us[s] = run((strategy)s, a, b, produced, consumed, EXCHANGES);
     if (us[s] < 0) {
@@ -81,8 +115,14 @@ int main(void) {
     }
     printf("%s\t%.3f\tus/exchange\n", names[s], us[s]);
   }
+  dl_sync_set_backend(kDLCUDA, NULL);
   printf("gpu: fresh event / pooled event\t%.2f\tratio\n", us[FRESH_EVENT] / us[POOLED]);
   printf("gpu: host sync / pooled event\t%.2f\tratio\n", us[HOST_SYNC] / us[POOLED]);
+  /* The pool's own account: a handful of events for every exchange above. */
+  dl_sync_pool_stats stats;
+  if (dl_sync_pool_stats_get(dl_sync_cuda_backend(), 0, &stats) == DL_SYNC_OK)
+    printf("gpu: events dlsync created (driver backend, %d exchanges)\t%llu\tevents\n",
+           2 * (EXCHANGES + WARMUP), (unsigned long long)stats.created);
   dl_sync_shutdown();
   cudaFree(produced);
   cudaFree(consumed);

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh's verdicts, without a GPU: fake nvidia-smi / rocm-smi first on PATH
-# and a fake build tree whose ctest "GPU suites" skip, pass or hang on demand.
+# SPDX-License-Identifier: Apache-2.0
+# scripts/gpu-check.sh's verdicts, without a GPU: fake nvidia-smi / rocm-smi first on PATH,
+# a fake build tree whose ctest "GPU suites" skip, pass or hang on demand, with a line per
+# mode as the ordering suites print them, a fake Python whose GPU suite passes, skips or
+# fails on demand (as python/tests/gpu/run_gpu_suite.py reports), and the results file.
 # Usage: gpu_check_test.sh SOURCE_DIR CTEST_DIR
 set -uo pipefail
 source_dir=$1
@@ -9,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
 
-mkdir -p "$work/bin" "$work/build"
+mkdir -p "$work/bin" "$work/build" "$work/site"
 # nvidia-smi -L lists one line per GPU, "GPU <index>: <name> (UUID: GPU-<uuid>)" (nvidia-smi(1),
 # --list-gpus). Without a working driver it prints why on stdout and exits 9 (nvidia-smi(1),
 # RETURN VALUE: "9 NVIDIA Driver is not loaded").
@@ -32,33 +35,79 @@ echo "======================= ROCm System Management Interface =================
 [ "$FAKE_GPUS" = amd ] && printf 'GPU[0]\t\t: Device ID: 0x74a1\n'
 echo "============================= End of ROCm SMI Log =============================="
 EOF
-# The suites as the real ones report: a skip with the runtime's reason (exit 77), a pass
-# with its summary line, or a hang.
+# The suites as the real ones report (tests/gpu/test_gpu_ordering.c): a skip with the
+# runtime's reason (exit 77), a pass with a line per mode and the summary, or a hang.
 cat >"$work/suite.sh" <<'EOF'
 #!/bin/sh
 touch "$FAKE_WORK/ran-$1"
+name=$1
+modes() { # every mode's line; $1: a mode left out, $2: a mode whose controls raced 1 of 2
+  for mode in stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global \
+              capture-thread-local capture-relaxed external-wait threads; do
+    [ "$mode" = "$1" ] && continue
+    raced=2
+    [ "$mode" = "$2" ] && raced=1
+    echo "$name: mode $mode: ordered runs 53, control runs 2, controls that observed a race $raced"
+  done
+  echo "$name: mode two-devices: skipped: one CUDA device (the two-device scenario needs two)"
+}
+summary() { echo "$name: summary: ordered runs 120, control runs 40, controls that observed a race $1"; }
 case "$FAKE_SUITES" in
   skip) echo "$1: skipped: no CUDA device: [cudaGetDeviceCount][cudaErrorInsufficientDriver] CUDA driver version is insufficient for CUDA runtime version"; exit 77 ;;
-  pass) echo "$1: summary: ordered runs 120, control runs 40, controls that observed a race 40" ;;
-  unraced) echo "$1: summary: ordered runs 120, control runs 40, controls that observed a race 39" ;;
+  pass) echo "device 0: NVIDIA H200, sm_90, CUDA runtime 13.0, driver supports 13.0"
+        modes "" ""; summary 40 ;;
+  unraced) modes "" ""; summary 39 ;;
+  mode-unraced) modes "" capture-relaxed; summary 40 ;;
+  mode-missing) modes threads ""; summary 40 ;;
   hang) sleep 120 ;;
 esac
 EOF
-chmod +x "$work/bin/nvidia-smi" "$work/bin/rocm-smi" "$work/suite.sh"
+# The Python GPU suite: run_gpu_suite.py's lines and exit status, and its tables.
+cat >"$work/bin/fake-python" <<'EOF'
+#!/bin/sh
+echo "python_gpu: python: 3.12.3 (fake)"
+echo "python_gpu: frameworks: torch 2.11.0 (CUDA 13.0), cupy 14.0.0, jax 0.11.0, cuda.core 0.5.0"
+mkdir -p "$3"
+echo "| producer -> consumer | stream=None |" >"$3/peer-audit.md"
+echo "| exchange | us per exchange |" >"$3/python-cost.md"
+test=test_gpu_exchange.ExchangeThroughDlsync
+case "$FAKE_PYTHON" in
+  pass|no-gpu-skip|unraced)
+    echo "python_gpu: test $test.test_torch_to_cupy: passed"
+    echo "python_gpu: test $test.test_cuda_core_to_jax: skipped: not installed: cuda.core (ModuleNotFoundError)"
+    [ "$FAKE_PYTHON" = no-gpu-skip ] &&
+      echo "python_gpu: test $test.test_torch_to_jax: skipped: no GPU: jax.devices('cuda'): no CUDA backend"
+    raced=30
+    [ "$FAKE_PYTHON" = unraced ] && raced=29
+    echo "python_gpu: summary: ordered runs 400, control runs 30, controls that observed a race $raced, host blocked in 0 ordered runs; tests passed 1, skipped 1, failed 0" ;;
+  all-skipped)
+    echo "python_gpu: test $test.test_torch_to_cupy: skipped: no GPU: torch.cuda.is_available() is False"
+    echo "python_gpu: skipped: no GPU: torch.cuda.is_available() is False"
+    exit 77 ;;
+  fail)
+    echo "python_gpu: test test_gpu_threads.ThreadsExportAtOnce.test_threads_export_at_once: FAILED: thread 1 of 4, gated run 0, control without dlsync.export: expected the race every time"
+    echo "python_gpu: summary: ordered runs 10, control runs 1, controls that observed a race 0, host blocked in 0 ordered runs; tests passed 0, skipped 0, failed 1"
+    exit 1 ;;
+esac
+EOF
+chmod +x "$work/bin/nvidia-smi" "$work/bin/rocm-smi" "$work/suite.sh" "$work/bin/fake-python"
 for suite in gpu_ordering_legacy gpu_ordering_per_thread hip_device; do
   echo "add_test($suite \"$work/suite.sh\" \"$suite\")"
   echo "set_tests_properties($suite PROPERTIES LABELS \"gpu\" SKIP_RETURN_CODE 77)"
 done >"$work/build/CTestTestfile.cmake"
 
 # check NAME GPUS SUITES DEADLINE EXPECTED_STATUS PATTERN...: every PATTERN must be printed.
+# STEPS (default: suites), FAKE_PYTHON (pass) and RESULTS (none) may be set for one call.
 check() {
   local name=$1 gpus=$2 suites=$3 deadline=$4 expected=$5
   shift 5
   rm -f "$work"/ran-*
-  local output status
+  local status
   output=$(FAKE_GPUS=$gpus FAKE_SUITES=$suites FAKE_WORK=$work PATH="$work/bin:$PATH" \
+    FAKE_PYTHON=${FAKE_PYTHON:-pass} DL_SYNC_GPU_CHECK_PYTHON="$work/bin/fake-python" \
+    DL_SYNC_GPU_CHECK_PYTHONPATH="$work/site" DL_SYNC_GPU_CHECK_RESULTS=${RESULTS:-} \
     DL_SYNC_GPU_CHECK_DEADLINE=$deadline DL_SYNC_GPU_CHECK_BUILD="$work/build" \
-    DL_SYNC_GPU_CHECK_STEPS=suites bash "$source_dir/scripts/gpu-check.sh" 2>&1)
+    DL_SYNC_GPU_CHECK_STEPS=${STEPS:-suites} bash "$source_dir/scripts/gpu-check.sh" 2>&1)
   status=$?
   local ok=1
   [ "$status" -eq "$expected" ] || { echo "$name: exit $status, expected $expected"; ok=0; }
@@ -85,6 +134,17 @@ check "suites pass: counts per suite" nvidia pass 330 0 \
   "gpu-check: PASSED"
 check "a control that saw no race fails the check" nvidia unraced 330 1 \
   "suite gpu_ordering_legacy: FAILED: passed without every control observing its race" "gpu-check: FAILED"
+check "suites pass: a line per mode, with its counts" nvidia pass 330 0 \
+  "suite gpu_ordering_legacy / capture-global: passed \(ordered runs 53, control runs 2, controls that observed a race 2\)" \
+  "suite gpu_ordering_per_thread / threads: passed" \
+  "suite gpu_ordering_legacy / two-devices: skipped: one CUDA device" "gpu-check: PASSED"
+check "a mode whose controls did not all observe the race fails, by name" nvidia mode-unraced 330 1 \
+  "suite gpu_ordering_legacy: FAILED: modes: capture-relaxed" \
+  "suite gpu_ordering_legacy / capture-relaxed: FAILED: not every control observed its race" \
+  "gpu-check: FAILED"
+check "a mode without its line fails, by name" nvidia mode-missing 330 1 \
+  "suite gpu_ordering_legacy / threads: FAILED: the suite printed no line for this mode" \
+  "gpu-check: FAILED"
 check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s reached, not running" \
   "gpu-check: FAILED"
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }
@@ -96,6 +156,46 @@ for seconds in 1 2 3 4 5 6; do
   check "deadline ${seconds}s with a hanging suite" nvidia hang "$seconds" 1 \
     "deadline: ${seconds}s reached( while running|, not running)" "gpu-check: FAILED"
 done
+
+# The Python GPU suite's verdicts.
+STEPS="suites python" check "Python suite passes; a missing framework is reported" nvidia pass 330 0 \
+  "suite python_gpu: passed \(ordered runs 400, control runs 30, controls that observed a race 30.*; skipped: not installed: cuda.core" \
+  "gpu-check: PASSED"
+STEPS="suites python" FAKE_PYTHON=no-gpu-skip check "a Python test skipped for want of a GPU, one listed: fails" \
+  nvidia pass 330 1 "suite python_gpu: FAILED: 1 tests skipped for want of a GPU" "gpu-check: FAILED"
+STEPS="suites python" FAKE_PYTHON=all-skipped check "the Python suite all skipped, a GPU listed: fails" \
+  nvidia pass 330 1 "suite python_gpu: FAILED: skipped although a GPU is listed: no GPU" "gpu-check: FAILED"
+STEPS="suites python" FAKE_PYTHON=all-skipped check "the Python suite all skipped, no GPU: skipped" \
+  none skip 330 0 "suite python_gpu: skipped: no GPU: torch" "gpu-check: SKIPPED"
+STEPS="suites python" FAKE_PYTHON=unraced check "a Python control that saw no race fails the check" \
+  nvidia pass 330 1 "suite python_gpu: FAILED: passed without every control observing its race" \
+  "gpu-check: FAILED"
+STEPS="suites python" FAKE_PYTHON=fail check "a failing Python test fails the check, by name" \
+  nvidia pass 330 1 "suite python_gpu: FAILED \(exit 1\): test_gpu_threads.ThreadsExportAtOnce.test_threads_export_at_once" \
+  "gpu-check: FAILED"
+
+# The results file: written by the run, a line per suite and mode, "not run" for the rest.
+results=$work/results.md
+STEPS="suites python results" RESULTS=$results check "the results file is written" nvidia pass 330 0 \
+  "results: written to $results" "gpu-check: PASSED"
+for pattern in 'verdict: \*\*PASSED\*\*' 'device \(name, driver, memory\): NVIDIA H200, 570.00, 143771 MiB' \
+               'as the suites saw it: device 0: NVIDIA H200, sm_90' 'frameworks: torch 2.11.0' \
+               '^\| gpu_ordering_legacy \| passed \(ordered runs 120' '^\| gpu_ordering_legacy / threads \| passed' \
+               '^\| python_gpu \| passed' '^\| bench_gpu \| not run \(step not requested\) \|' \
+               '^\| other suites \| not run' '^\| producer -> consumer \| stream=None \|' \
+               '^\| exchange \| us per exchange \|' 'test_torch_to_cupy \| passed \|'; do
+  grep -qE -- "$pattern" "$results" 2>/dev/null ||
+    { echo "results file: no line matches: $pattern"; failures=$((failures + 1)); }
+done
+grep -A2 '^## bench_gpu' "$results" | grep -qx 'not run' ||
+  { echo "results file: bench_gpu's figures are not 'not run'"; failures=$((failures + 1)); }
+STEPS="suites python results" FAKE_PYTHON=fail RESULTS=$results check "a failed run writes its results too" \
+  nvidia pass 330 1 "results: written to $results"
+grep -qE '^- verdict: \*\*FAILED: python_gpu\*\*' "$results" ||
+  { echo "results file of a failed run: no FAILED verdict"; failures=$((failures + 1)); }
+# Where no GPU is listed, nothing is written unless a file is named.
+STEPS="suites results" check "no GPU listed: no results file" none skip 330 0 "gpu-check: SKIPPED"
+grep -q "results: written" <<<"$output" && { echo "no GPU: a results file was written"; failures=$((failures + 1)); }
 
 [ $failures -eq 0 ] && echo "all gpu-check verdicts as expected"
 exit $((failures > 0))

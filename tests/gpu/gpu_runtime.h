@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The runtime under the GPU suites: the CUDA runtime, or with DL_SYNC_TEST_HIP the HIP
  * runtime, spelled with the CUDA names the suites use (HIP mirrors each of them; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Kernels for the GPU ordering suites: a gate that holds a stream on a host-mapped flag,
 // a producer that writes a pattern depending on a launch counter, a consumer that counts
 // the elements that differ from it, and a signal the host can watch. The same source

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host entry points of the GPU test kernels (C linkage, runtime-neutral: streams are
  * passed as void *). Every launcher returns the runtime's error code, 0 on success.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What the two CUDA suite binaries are built against, read from their symbols:
 # - which default stream they launch on: code built for per-thread default streams (nvcc
 #   --default-stream per-thread, or CUDA_API_PER_THREAD_DEFAULT_STREAM) calls the _ptsz /

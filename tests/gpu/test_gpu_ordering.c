@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep, pthread_barrier */
 /*
  * The ordering rules on a real CUDA or ROCm device (see gpu_runtime.h), with kernels and
@@ -58,6 +59,46 @@ static const long long RUNS_SOON_NS = 2 * 1000 * 1000 * 1000LL;
 static char no_device[256];
 static int device_count;
 static atomic_int ordered_runs, control_runs, controls_raced;
+
+/* The modes the suite reports one line each for, with their own counts: every scenario,
+ * each capture mode, threads. gpu-check.sh requires a line per mode, and every control of
+ * a mode to have observed its race. */
+typedef enum suite_mode {
+  MODE_STREAM_ARGUMENT,
+  MODE_N0,
+  MODE_N1,
+  MODE_LEGACY_STREAM,
+  MODE_PER_THREAD_STREAM,
+  MODE_STREAM_ZERO,
+  MODE_TWO_DEVICES,
+  MODE_CAPTURE_GLOBAL,
+  MODE_CAPTURE_THREAD_LOCAL,
+  MODE_CAPTURE_RELAXED,
+  MODE_EXTERNAL_WAIT,
+  MODE_THREADS,
+  MODES
+} suite_mode;
+static const char *const mode_names[MODES] = {
+    "stream-argument", "n0",           "n1",           "legacy-stream",
+    "per-thread-stream", "stream-0",   "two-devices",  "capture-global",
+    "capture-thread-local", "capture-relaxed", "external-wait", "threads"};
+static atomic_int mode_ordered[MODES], mode_controls[MODES], mode_raced[MODES];
+static char mode_skipped[MODES][128]; /* why a mode did not run here (one device, ...) */
+/* The mode judge() counts for: set by the test running (judge runs on the main thread). */
+static suite_mode current_mode;
+
+static void count_ordered(int runs) {
+  atomic_fetch_add(&ordered_runs, runs);
+  atomic_fetch_add(&mode_ordered[current_mode], runs);
+}
+
+/* Skips the running test with its reason, and reports its mode as skipped for it. */
+#define SKIP_MODE(...)                                                                    \
+  do {                                                                                    \
+    snprintf(mode_skipped[current_mode], sizeof mode_skipped[current_mode], __VA_ARGS__); \
+    print_message("skipped: %s\n", mode_skipped[current_mode]);                           \
+    skip();                                                                               \
+  } while (0)
 
 #define CUDA_OK(call)                                                               \
   do {                                                                              \
@@ -214,13 +255,16 @@ static void judge(const char *what, int ordered, verdict v) {
   if (v.error != cudaSuccess) fail_msg("%s: %s", what, cudaGetErrorName(v.error));
   if (v.gate_timeouts != 0) fail_msg("%s: the gate timed out (the host never opened it)", what);
   if (ordered) {
-    atomic_fetch_add(&ordered_runs, 1);
+    count_ordered(1);
     if (v.raced || v.mismatches != 0)
       fail_msg("%s: the consumer ran before the producer (%s, %llu wrong values)", what,
                v.raced ? "finished while the producer was held" : "after it", v.mismatches);
   } else {
+    int raced = v.raced && v.mismatches == COUNT;
     atomic_fetch_add(&control_runs, 1);
-    atomic_fetch_add(&controls_raced, v.raced && v.mismatches == COUNT);
+    atomic_fetch_add(&controls_raced, raced);
+    atomic_fetch_add(&mode_controls[current_mode], 1);
+    atomic_fetch_add(&mode_raced[current_mode], raced);
     if (!v.raced || v.mismatches != COUNT)
       fail_msg(
           "%s, control without the dependency: expected the race every time, saw %s and "
@@ -253,7 +297,7 @@ static void run_exchange(const char *what, exchange_fn exchange) {
   world_free(&w);
   if (mismatches != 0)
     fail_msg("%s: %llu wrong values in %d ungated runs", what, mismatches, UNGATED);
-  atomic_fetch_add(&ordered_runs, UNGATED);
+  count_ordered(UNGATED);
 }
 
 static void consume(world *w, cudaStream_t consumer, int seed) {
@@ -356,27 +400,30 @@ static void skip_without_device(void) {
 static void test_stream_argument(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_STREAM_ARGUMENT;
   run_exchange("stream argument", exchange_stream_argument);
 }
 
 static void test_n0_current_work_stream(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_N0;
   run_exchange("N0 (producer's current work stream)", exchange_n0);
 }
 
 static void test_n1_per_tensor_event(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_N1;
   run_exchange("N1 (per-tensor event)", exchange_n1);
 }
 
 static void test_legacy_default_stream_consumer(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_LEGACY_STREAM;
 #if defined(DL_SYNC_TEST_HIP) && defined(GPU_PER_THREAD_BUILD)
-  print_message("skipped: a HIP per-thread build has no handle for the null stream\n");
-  skip();
+  SKIP_MODE("a HIP per-thread build has no handle for the null stream");
 #endif
   run_exchange("legacy default stream consumer (stream=None)", exchange_legacy_consumer);
 }
@@ -384,12 +431,14 @@ static void test_legacy_default_stream_consumer(void **state) {
 static void test_per_thread_default_stream_consumer(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_PER_THREAD_STREAM;
   run_exchange("per-thread default stream consumer (stream=2)", exchange_per_thread_consumer);
 }
 
 static void test_stream_zero_consumer(void **state) {
   (void)state;
   skip_without_device();
+  current_mode = MODE_STREAM_ZERO;
   run_exchange("stream 0 consumer (" DL_SYNC_TEST_VARIANT " build)", exchange_stream_zero_consumer);
 }
 
@@ -420,6 +469,7 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
 #else
   const int per_thread_build = 0;
 #endif
+  current_mode = MODE_STREAM_ZERO;
   world w;
   gpu_flags *other_flags, *other_device_flags;
   if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
@@ -461,15 +511,10 @@ static void test_two_devices(void **state) {
   (void)state;
   skip_without_device();
   int can_access = 0;
-  if (device_count < 2) {
-    print_message("skipped: one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)\n");
-    skip();
-  }
+  current_mode = MODE_TWO_DEVICES;
+  if (device_count < 2) SKIP_MODE("one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)");
   CUDA_OK(cudaDeviceCanAccessPeer(&can_access, 1, 0));
-  if (!can_access) {
-    print_message("skipped: device 1 cannot access device 0's memory (no peer access)\n");
-    skip();
-  }
+  if (!can_access) SKIP_MODE("device 1 cannot access device 0's memory (no peer access)");
   CUDA_OK(cudaSetDevice(1));
   cudaError_t peer = cudaDeviceEnablePeerAccess(0, 0);
   if (peer != cudaErrorPeerAccessAlreadyEnabled) CUDA_OK(peer);
@@ -609,6 +654,7 @@ static void test_capture_fork_join_in_every_mode(void **state) {
   const enum cudaStreamCaptureMode modes[] = {
       cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
   for (int m = 0; m < 3; m++) {
+    current_mode = (suite_mode)(MODE_CAPTURE_GLOBAL + m);
     for (int ordered = 0; ordered <= 1; ordered++) {
       capture_job jobs[CAPTURE_THREADS];
       pthread_t threads[CAPTURE_THREADS];
@@ -631,7 +677,7 @@ static void test_capture_fork_join_in_every_mode(void **state) {
             if (v.mismatches != 0)
               fail_msg("capture %s, thread %d, replay %d: %llu wrong values", mode_name(modes[m]),
                        t, launch, v.mismatches);
-            atomic_fetch_add(&ordered_runs, 1);
+            count_ordered(1);
             continue;
           }
           v.raced = job->raced[launch];
@@ -651,6 +697,7 @@ static void test_capturing_consumer_gets_an_external_wait(void **state) {
   skip_without_device();
   world w;
   cudaStream_t launcher;
+  current_mode = MODE_EXTERNAL_WAIT;
   if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
   CUDA_OK(cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking));
   for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
@@ -674,6 +721,7 @@ static void test_capturing_consumer_gets_an_external_wait(void **state) {
       unsigned long long mismatches = 0;
       CUDA_OK(cudaMemcpy(&mismatches, w.mismatches, sizeof mismatches, cudaMemcpyDeviceToHost));
       assert_int_equal(mismatches, 0);
+      count_ordered(10);
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
@@ -700,20 +748,39 @@ static void test_capture_errors(void **state) {
   world_free(&w);
 }
 
+/* Eight threads at once, each with its own streams and gate, sharing dlsync's event pool:
+ * gated runs first (controls without the dependency, then ordered ones; all threads in
+ * them at the same time), then ordered runs back to back. cmocka's checks only work on
+ * the main thread, so the workers record what they saw and the main thread judges it. */
+enum { WORKERS = 8, WORKER_UNGATED = 100 };
+
 typedef struct worker {
   pthread_t thread;
-  unsigned long long mismatches;
-  int failures;
+  pthread_barrier_t *barrier;
+  verdict gated[CONTROL_GATED + ORDERED_GATED];
+  unsigned long long mismatches; /* of the ungated runs */
+  int failures;                  /* runtime or dlsync calls that failed */
 } worker;
 
 static void *run_worker(void *arg) {
   worker *k = arg;
   world w;
-  if (cudaSetDevice(0) != cudaSuccess || world_make(&w) != 0 || world_reset(&w, 1) != cudaSuccess) {
-    k->failures++;
-    return NULL;
+  int ready = cudaSetDevice(0) == cudaSuccess && world_make(&w) == 0;
+  k->failures += !ready;
+  pthread_barrier_wait(k->barrier); /* every thread's gated runs overlap the others' */
+  if (!ready) return NULL;
+  for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
+    int ordered = run >= CONTROL_GATED;
+    k->failures += world_reset(&w, 0) != cudaSuccess;
+    k->failures += gpu_gate(w.a, w.device_flags) != 0;
+    k->failures += gpu_produce(w.a, w.data, COUNT, run, NULL) != 0;
+    if (ordered) k->failures += dl_sync_push_dep(on(w.a), on(w.b)) != DL_SYNC_OK;
+    k->failures += gpu_check(w.b, w.data, COUNT, run, NULL, w.mismatches) != 0;
+    k->failures += gpu_signal(w.b, w.device_flags) != 0;
+    k->gated[run] = world_release(&w, ordered);
   }
-  for (int i = 0; i < 100; i++) {
+  k->failures += world_reset(&w, 1) != cudaSuccess;
+  for (int i = 0; i < WORKER_UNGATED; i++) {
     k->failures += gpu_produce(w.a, w.data, COUNT, i, NULL) != 0;
     k->failures += dl_sync_push_dep(on(w.a), on(w.b)) != DL_SYNC_OK;
     k->failures += gpu_check(w.b, w.data, COUNT, i, NULL, w.mismatches) != 0;
@@ -729,20 +796,32 @@ static void *run_worker(void *arg) {
 static void test_eight_threads_share_the_event_pool(void **state) {
   (void)state;
   skip_without_device();
-  worker workers[8];
-  for (int t = 0; t < 8; t++) {
-    workers[t] = (worker){0};
+  current_mode = MODE_THREADS;
+  worker workers[WORKERS];
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, WORKERS);
+  for (int t = 0; t < WORKERS; t++) {
+    workers[t] = (worker){.barrier = &barrier};
     assert_int_equal(pthread_create(&workers[t].thread, NULL, run_worker, &workers[t]), 0);
   }
-  for (int t = 0; t < 8; t++) pthread_join(workers[t].thread, NULL);
-  for (int t = 0; t < 8; t++) {
-    assert_int_equal(workers[t].failures, 0);
-    assert_int_equal(workers[t].mismatches, 0);
+  for (int t = 0; t < WORKERS; t++) pthread_join(workers[t].thread, NULL);
+  pthread_barrier_destroy(&barrier);
+  for (int t = 0; t < WORKERS; t++) {
+    if (workers[t].failures != 0)
+      fail_msg("thread %d: %d runtime or dlsync calls failed", t, workers[t].failures);
+    for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
+      char what[64];
+      snprintf(what, sizeof what, "thread %d of %d, gated run %d", t, WORKERS, run);
+      judge(what, run >= CONTROL_GATED, workers[t].gated[run]);
+    }
+    if (workers[t].mismatches != 0)
+      fail_msg("thread %d: %llu wrong values in %d ungated runs", t, workers[t].mismatches,
+               WORKER_UNGATED);
   }
-  atomic_fetch_add(&ordered_runs, 8 * 100);
+  count_ordered(WORKERS * WORKER_UNGATED);
   dl_sync_pool_stats stats;
   DL_OK(dl_sync_pool_stats_get(GPU_BACKEND(), 0, &stats));
-  print_message("8 threads: %llu dependencies, %llu events created\n",
+  print_message("%d threads: %llu dependencies, %llu events created\n", WORKERS,
                 (unsigned long long)stats.acquired, (unsigned long long)stats.created);
 }
 
@@ -785,7 +864,17 @@ int main(void) {
     printf("gpu_ordering_%s: skipped: %s\n", DL_SYNC_TEST_VARIANT, no_device);
     return failed == 0 ? EXIT_SKIPPED : failed;
   }
-  /* One line gpu-check.sh reads. */
+  /* The lines gpu-check.sh reads: one per mode, then the suite's totals. */
+  for (int m = 0; m < MODES; m++) {
+    if (mode_skipped[m][0] != '\0')
+      printf("gpu_ordering_%s: mode %s: skipped: %s\n", DL_SYNC_TEST_VARIANT, mode_names[m],
+             mode_skipped[m]);
+    else
+      printf("gpu_ordering_%s: mode %s: ordered runs %d, control runs %d, controls that observed "
+             "a race %d\n",
+             DL_SYNC_TEST_VARIANT, mode_names[m], atomic_load(&mode_ordered[m]),
+             atomic_load(&mode_controls[m]), atomic_load(&mode_raced[m]));
+  }
   printf(
       "gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race "
       "%d\n",

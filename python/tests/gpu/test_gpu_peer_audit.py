@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The peer audit, reported as a table and not asserted: the frameworks' own __dlpack__
+(no dlsync), PyTorch -> CuPy, CuPy -> PyTorch, PyTorch -> JAX and JAX -> PyTorch, under
+the same gate as the other tests, with the consumer asking for stream=None, 1, 2 or its
+own stream's handle: which pairs order correctly today.
+
+Each column's consumer runs on the stream its value names: None and 1 on the legacy
+default stream, 2 on the per-thread default stream, "handle" on a stream of its own, whose
+handle its from_dlpack passes. None, 1 and 2 are handed to the producer's __dlpack__ as
+they are (whatever the consumer's from_dlpack would pass). A JAX consumer runs where JAX
+runs it, in every column, and "handle" is what its from_dlpack passes. The producer writes on its
+framework's current stream, which stays current while the consumer imports: the
+frameworks' __dlpack__ orders the current stream (torch/_tensor.py, Tensor.__dlpack__:
+an event recorded on torch.cuda.current_stream(), waited on by the consumer's stream).
+A JAX producer computes its array from an input imported, through dlsync, from a PyTorch
+stream that the gate holds: JAX's computation cannot run before the gate opens.
+
+Cells: "ordered"; "ordered (host blocked)": the call blocked the host until the gate
+opened; "RACE": the consumer finished while the producer was held, or read stale values;
+"error": the call raised (the message says what)."""
+import unittest
+
+import numpy as np
+
+import gpu_support as g
+
+RUNS = 2  # gated runs per cell
+WINDOW = 0.1  # an ordered consumer does not finish in it; an unordered one does
+COLUMNS = ("None", "1", "2", "handle")
+PAIRS = (("torch", "cupy"), ("cupy", "torch"), ("torch", "jax"), ("jax", "torch"))
+FRAMEWORKS = {"torch": g.TORCH, "cupy": g.CUPY, "jax": g.JAX}
+
+
+def _clean(text, limit=90):
+    text = " ".join(str(text).split()).replace("|", "/")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Cell:
+    """One producer -> consumer pair and one column, set up for gated runs."""
+
+    def __init__(self, producer, consumer, column, gate):
+        self.producer, self.consumer, self.column, self.gate = producer, consumer, column, gate
+        self.pfw, self.cfw = FRAMEWORKS[producer], FRAMEWORKS[consumer]
+        self.k = g.kernels()
+        # The held stream, and the memory the producer writes: its own framework's, or for
+        # JAX, PyTorch's input to JAX's computation.
+        self.memory = g.TORCH if producer == "jax" else self.pfw
+        self.stream = self.memory.stream()
+        self.handle = self.memory.handle(self.stream)
+        self.array = self.memory.empty()
+        self.stale = np.full(g.COUNT, g.STALE, np.int32)
+        if consumer == "jax":
+            self.consumer_stream = None
+        elif column in ("None", "1"):
+            self.consumer_stream = self.cfw.legacy_stream()
+        elif column == "2":
+            self.consumer_stream = self.cfw.per_thread_stream()
+        else:
+            self.consumer_stream = self.cfw.stream()
+        self.value = {"None": None, "1": 1, "2": 2}.get(column)
+
+    def expected(self, seed):
+        """What the consumer reads back: a JAX producer's array is pattern ^ JAX_MASK (a
+        JAX consumer's own operation is undone by its to_host)."""
+        values = g.pattern(seed)
+        return values ^ np.int32(g.JAX_MASK) if self.producer == "jax" else values
+
+    def call(self):
+        """The consumer's import and read, with the producer's stream current."""
+        if self.producer == "jax":
+            source = g.JAX.import_array(g.Producer(self.array, self.stream, g.TORCH.capsule))
+        else:
+            source = self.array
+        exported = source if self.column == "handle" else g.Forced(source, self.value)
+        if self.producer == "jax":
+            return self.cfw.consume(exported, self.consumer_stream)
+        with self.pfw.current(self.stream):
+            return self.cfw.consume(exported, self.consumer_stream)
+
+    def run(self, seed, gated):
+        self.memory.set(self.array, self.stale)
+        source = self.memory.pattern(seed)
+        write = lambda: self.memory.write(self.stream, self.array, source)  # noqa: E731
+        if not gated:  # the warm-up: loads every kernel of the cell
+            write()
+            try:
+                self.call()
+            except Exception:
+                pass  # the gated runs report it
+            g.device_synchronize()
+            return None
+        return g.gated_run(self.gate, self.handle, write, self.call, self.expected(seed), WINDOW,
+                           g.device_synchronize)
+
+
+def describe(outcomes):
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors:
+        return "error: " + _clean(errors[0])
+    if any(o.timeouts for o in outcomes):
+        return "gate timed out"
+    races = [o for o in outcomes if o.raced or o.wrong]
+    if races:
+        stale = max(o.wrong for o in races)
+        return f"RACE {len(races)}/{len(outcomes)} ({stale} of {g.COUNT} values stale)"
+    if any(o.blocked for o in outcomes):
+        return "ordered (host blocked)"
+    return "ordered"
+
+
+class PeerAudit(unittest.TestCase):
+    def test_peer_audit_table(self):
+        runnable = []
+        reasons = []
+        for producer, consumer in PAIRS:
+            missing = [FRAMEWORKS[n].reason() for n in (producer, consumer) if FRAMEWORKS[n].reason()]
+            if producer == "jax" and g.TORCH.reason():
+                missing.append(g.TORCH.reason())
+            runnable.append(not missing)
+            reasons.append("; ".join(dict.fromkeys(missing)))
+        if not any(runnable):
+            raise unittest.SkipTest(reasons[0])
+        g.kernels()
+        gate = g.Gate()
+        rows = []
+        try:
+            for (producer, consumer), ok, reason in zip(PAIRS, runnable, reasons):
+                name = f"{FRAMEWORKS[producer].name} -> {FRAMEWORKS[consumer].name}"
+                if not ok:
+                    rows.append([name] + [f"not run ({_clean(reason, 60)})"] * len(COLUMNS))
+                    continue
+                cells = []
+                for column in COLUMNS:
+                    try:
+                        cell = Cell(producer, consumer, column, gate)
+                        cell.run(5000, gated=False)
+                        outcomes = [cell.run(5001 + run, gated=True) for run in range(RUNS)]
+                        cells.append(describe(outcomes))
+                    except Exception as error:  # setting the cell up failed
+                        cells.append("error: " + _clean(f"{type(error).__name__}: {error}"))
+                rows.append([name] + cells)
+        finally:
+            gate.destroy()
+        lines = [
+            "| producer -> consumer (their own `__dlpack__`) | stream=None | stream=1 | stream=2 | "
+            "stream=handle |",
+            "|---|---|---|---|---|",
+        ] + ["| " + " | ".join(row) + " |" for row in rows]
+        legend = (f"{RUNS} gated runs per cell, window {int(WINDOW * 1000)} ms; frameworks: "
+                  f"{g.versions()}. Consumers run on the stream the value names (None, 1: legacy "
+                  "default stream; 2: per-thread default stream; handle: a stream of their own, "
+                  "passed by their from_dlpack); JAX where it runs its work, in every column.")
+        g.write_table("peer-audit", "\n".join(lines) + "\n\n" + legend)
+
+
+if __name__ == "__main__":
+    unittest.main()
