@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-tensor events across two copies of dlsync (two modules, each with its own static
  * copy, dlopen'ed RTLD_LOCAL as extension modules are), measured side by side in one run

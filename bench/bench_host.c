@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host-side costs of dlsync, measured side by side in one run. Prints one line per
  * figure: "name<TAB>value<TAB>unit". bench/run.sh repeats runs and tabulates medians.

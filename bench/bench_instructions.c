@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One kind of exchange, run N times in a function of its own, for an instruction count
  * (bench/instructions.sh runs it under callgrind, counting inside measure() only):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The event pool alone: acquire + release per thread, 1 to 8 threads spread over 1 or 2
  * devices, directly and through the thread caches (borrow + return), and heap allocations

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "null_backend.h"
 
 _Thread_local long thread_calls[DL_SYNC_OP_COUNT];

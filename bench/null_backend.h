@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A null backend for the benchmarks: every call returns at once and is counted per
    thread, so what is measured is dlsync's own work. */
 #ifndef DL_SYNC_BENCH_NULL_BACKEND_H_

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the benchmarks (Release), runs each REPEATS times (default 5) and prints one
 # table: median, min and max of every figure, with the machine it ran on.
 set -euo pipefail

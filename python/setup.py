@@ -1,41 +1,193 @@
-"""Builds the extension dlsync._dlsync with the library compiled in (its C sources sit
-next to this folder: ../sync, ../include), so `pip install ./python` needs nothing but a
-C compiler, the Python headers and setuptools: the CUDA and HIP backends find their
-runtime at run time."""
+# SPDX-License-Identifier: Apache-2.0
+"""Builds the Python package dlsync: the extension dlsync._dlsync with the library and the
+simulated device compiled in, and, for producers written in C, C++ or Cython, the C
+headers, dlsync.pxd and dlsync_testing.h (dlsync.get_include()) and the static library
+libdlsync.a (dlsync.get_library_dirs()). `pip install` needs nothing but a C compiler, the
+Python headers and setuptools: the CUDA and HIP backends find their runtime at run time.
+
+The library's sources (include/, sync/) and LICENSE sit one level up in a checkout and
+next to this file in an sdist, which carries copies of them. Building writes nothing next
+to this file: the build folders are temporary unless --build-base / --egg-base say
+otherwise.
+"""
+import atexit
 import glob
 import os
 import re
+import shutil
+import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools before 70.1: the wheel package's
+    from wheel.bdist_wheel import bdist_wheel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+# What the sdist copies in from a checkout, as folders next to setup.py.
+LIBRARY_TREES = ("include", "sync")
+LICENSE_FILES = ("LICENSE",)
 
 
-def rel(*parts):
-    return os.path.relpath(os.path.join(*parts), HERE)
+def library_root():
+    """Where include/ and sync/ are: next to this file (an sdist), or one level up."""
+    for root in (HERE, os.path.dirname(HERE)):
+        if os.path.isfile(os.path.join(root, "include", "dlsync", "version.h")):
+            return root
+    raise SystemExit(
+        "dlsync: the library sources include/ and sync/ are neither next to setup.py (an "
+        "sdist) nor one level up (a checkout of dlsync)"
+    )
+
+
+ROOT = library_root()
+
+
+def rel(path):
+    return os.path.relpath(path, HERE)
 
 
 def version():
-    text = open(os.path.join(ROOT, "include", "dlsync", "version.h")).read()
-    return ".".join(re.search(rf"DL_SYNC_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH"))
+    with open(os.path.join(ROOT, "include", "dlsync", "version.h")) as f:
+        text = f.read()
+    return ".".join(
+        re.search(rf"DL_SYNC_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")
+    )
 
 
-# The library, its runtime backends (they open libcudart / libamdhip64 at run time, so
-# nothing GPU is needed to build) and the simulated device behind dlsync.testing.
-library_sources = sorted(
-    glob.glob(os.path.join(ROOT, "sync", "*.c"))
-    + glob.glob(os.path.join(ROOT, "sync", "backends", "*.c"))
-    + glob.glob(os.path.join(ROOT, "sync", "sim", "*.c"))
+def sources(*patterns):
+    return sorted(rel(p) for pattern in patterns for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+# The library with its runtime backends (they open libcuda / libamdhip64 at run time, so
+# nothing GPU is needed to build), and the simulated device behind dlsync.testing.
+LIBRARY_SOURCES = sources("sync/*.c", "sync/backends/*.c")
+SIM_SOURCES = sources("sync/sim/*.c")
+# The headers a producer compiles against (the simulator's stays inside the module).
+PUBLIC_HEADERS = [
+    p for p in sorted(glob.glob(os.path.join(ROOT, "include", "dlsync", "*.h")))
+    if os.path.basename(p) != "sim.h"
+]
+CFLAGS = ["-std=c11", "-fvisibility=hidden"]
+# dlsync's own build: its API is hidden in a static copy (dlsync/version.h).
+MACROS = [("DL_SYNC__BUILDING", None)]
+SYSTEM_LIBRARIES = ["pthread", "dl"]
+
+
+class BuildPy(build_py):
+    """Also lays the C headers into the package (dlsync/include/dlsync/)."""
+
+    def run(self):
+        super().run()
+        package = os.path.join(HERE if getattr(self, "editable_mode", False) else self.build_lib, "dlsync")
+        target = os.path.join(package, "include", "dlsync")
+        self.mkpath(target)
+        for header in PUBLIC_HEADERS:
+            self.copy_file(header, os.path.join(target, os.path.basename(header)))
+
+
+class BuildExt(build_ext):
+    """Builds libdlsync.a into the package (dlsync/lib/), then the extension over it."""
+
+    def build_extensions(self):
+        package = os.path.dirname(self.get_ext_fullpath("dlsync._dlsync"))
+        lib_dir = os.path.join(package, "lib")
+        # Deep enough that ../sync/x.c from a checkout lands inside build_temp (made first:
+        # the compiler is given objects/../sync/x.o).
+        objects_dir = os.path.join(self.build_temp, "libdlsync", "objects")
+        self.mkpath(objects_dir)
+        objects = self.compiler.compile(
+            LIBRARY_SOURCES,
+            output_dir=objects_dir,
+            macros=MACROS,
+            include_dirs=[rel(os.path.join(ROOT, "include"))],
+            extra_postargs=CFLAGS,
+            depends=PUBLIC_HEADERS,
+        )
+        self.mkpath(lib_dir)
+        self.compiler.create_static_lib(objects, "dlsync", output_dir=lib_dir)
+        self.archive = os.path.join(lib_dir, self.compiler.library_filename("dlsync"))
+        for extension in self.extensions:
+            extension.extra_objects = list(extension.extra_objects or []) + [self.archive]
+        super().build_extensions()
+
+    def copy_extensions_to_source(self):
+        """--inplace and editable installs: the archive goes next to the extension too."""
+        super().copy_extensions_to_source()
+        package = self.get_finalized_command("build_py").get_package_dir("dlsync")
+        self.mkpath(os.path.join(package, "lib"))
+        self.copy_file(self.archive, os.path.join(package, "lib", os.path.basename(self.archive)))
+
+
+class Sdist(sdist):
+    """An sdist that builds on its own: the library's include/ and sync/ and LICENSE are
+    copied next to setup.py; the release tree is made in a temporary folder."""
+
+    def make_release_tree(self, base_dir, files):
+        # Files outside this folder (the checkout's ../sync/*.c, the temporary egg-info)
+        # are not the sdist's; the trees below replace them.
+        inside = [f for f in files if not os.path.isabs(f) and not f.startswith(os.pardir + os.sep)]
+        super().make_release_tree(base_dir, inside)
+        for tree in LIBRARY_TREES:
+            source = os.path.join(ROOT, tree)
+            for path in sorted(glob.glob(os.path.join(source, "**", "*"), recursive=True)):
+                if os.path.isfile(path) and os.path.splitext(path)[1] in (".c", ".h"):
+                    dest = os.path.join(base_dir, tree, os.path.relpath(path, source))
+                    self.mkpath(os.path.dirname(dest))
+                    self.copy_file(path, dest)
+        for name in LICENSE_FILES:
+            path = os.path.join(ROOT, name)
+            if os.path.isfile(path):
+                self.copy_file(path, os.path.join(base_dir, name))
+
+    def make_distribution(self):
+        scratch = tempfile.mkdtemp(prefix="dlsync-sdist-")
+        try:
+            base_dir = self.distribution.get_fullname()
+            self.make_release_tree(os.path.join(scratch, base_dir), self.filelist.files)
+            base_name = os.path.join(os.path.abspath(self.dist_dir), base_dir)
+            self.archive_files = []
+            for fmt in self.formats:
+                archive = self.make_archive(
+                    base_name, fmt, root_dir=scratch, base_dir=base_dir, owner=self.owner, group=self.group
+                )
+                self.archive_files.append(archive)
+                self.distribution.dist_files.append(("sdist", "", archive))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+class BdistWheel(bdist_wheel):
+    """Puts LICENSE into the wheel's .dist-info from a checkout too (one level up)."""
+
+    @property
+    def license_paths(self):
+        paths = [os.path.join(ROOT, name) for name in LICENSE_FILES]
+        return [p for p in paths if os.path.isfile(p)]
+
+
+# Temporary build and egg-info folders (the command line and setup.cfg still win).
+BUILD_BASE = tempfile.mkdtemp(prefix="dlsync-build-")
+atexit.register(shutil.rmtree, BUILD_BASE, True)
+
+setup(
+    version=version(),
+    ext_modules=[
+        Extension(
+            "dlsync._dlsync",
+            sources=sorted(rel(p) for p in glob.glob(os.path.join(HERE, "dlsync", "*.c"))) + SIM_SOURCES,
+            depends=sorted(rel(p) for p in glob.glob(os.path.join(HERE, "dlsync", "*.h"))) + PUBLIC_HEADERS,
+            include_dirs=[rel(os.path.join(ROOT, "include"))],
+            define_macros=MACROS,
+            libraries=SYSTEM_LIBRARIES,
+            extra_compile_args=CFLAGS,
+            extra_link_args=["-Wl,--version-script=" + rel(os.path.join(HERE, "dlsync", "exports.map"))],
+        )
+    ],
+    cmdclass={"build_py": BuildPy, "build_ext": BuildExt, "sdist": Sdist, "bdist_wheel": BdistWheel},
+    options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )
-extension = Extension(
-    "dlsync._dlsync",
-    sources=sorted(rel(p) for p in glob.glob(os.path.join(HERE, "dlsync", "*.c")))
-    + [rel(p) for p in library_sources],
-    include_dirs=[rel(ROOT, "include")],
-    libraries=["pthread", "dl"],
-    extra_compile_args=["-std=c11", "-fvisibility=hidden"],
-    extra_link_args=["-Wl,--version-script=" + rel(HERE, "dlsync", "exports.map")],
-)
-
-setup(version=version(), ext_modules=[extension])

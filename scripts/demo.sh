@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main demo on a fresh Debian machine: installs what it needs (as root), builds dlsync
 # and runs the two-framework exchange demo. Arguments go to the demo (try --no-sync).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages dlsync's build, tests and samples need (as root), if missing.
 # Usage: scripts/install-deps.sh PACKAGE...   (none: the build and test set)
 set -euo pipefail
@@ -6,7 +7,8 @@ packages=("$@")
 [ ${#packages[@]} -gt 0 ] ||
   packages=(build-essential cmake pkg-config clang libclang-rt-dev valgrind libcmocka-dev
             libamdhip64-dev libdlpack-dev python3-dev python3-numpy python3-torch
-            python3-pip python3-setuptools)
+            python3-pip python3-setuptools python3-wheel python3-build cython3 python3-mypy
+            meson ninja-build python3-pytest)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite on a fresh Debian machine: installs what it needs (as root),
 # builds with every backend found and -Werror under gcc and clang, runs ctest, and checks
 # the installed CMake package and pkg-config file from a separate consumer project.
@@ -15,8 +16,9 @@ jobs=$(nproc)
 mkdir -p build
 for cc in gcc clang; do
   build=build/ci-$cc
+  cxx=g++ && [ $cc = clang ] && cxx=clang++ # for the C++ header checks (tests/abi)
   echo "== $cc: configure, build, test"
-  cmake -S . -B "$build" -DCMAKE_C_COMPILER=$cc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B "$build" -DCMAKE_C_COMPILER=$cc -DCMAKE_CXX_COMPILER=$cxx -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDL_SYNC_WERROR=ON -DDL_SYNC_BUILD_BENCH=ON "${cuda_args[@]}" >"$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; exit 1; }
   grep "dlsync backends" "$build.configure.log"
@@ -31,7 +33,8 @@ sanitized() { # name, C flags, extra cmake arguments...
   cmake -S . -B build/ci-$name -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
     -DDL_SYNC_WERROR=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
     -DDL_SYNC_BUILD_PYTHON=OFF \
-    -DCMAKE_C_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" "$@" >build/ci-$name.configure.log 2>&1 ||
+    -DCMAKE_C_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS="$flags -g -O1 -fno-omit-frame-pointer" "$@" >build/ci-$name.configure.log 2>&1 ||
     { cat build/ci-$name.configure.log; exit 1; }
   cmake --build build/ci-$name -j"$jobs"
   ctest --test-dir build/ci-$name --output-on-failure -j"$jobs"
@@ -78,4 +81,41 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig" \
          -Wl,-rpath,$(pkg-config --variable=libdir dlsync-sim) -o build/install-check/use_pkg_config_sim'
 build/install-check/use_pkg_config_sim
 rm -rf "$prefix"
+
+echo "== adding dlsync to a project: one file, CMake FetchContent, Meson"
+# The one-file distribution, compiled with plain cc (gcc, clang): tests/amalgamation/check.sh.
+bash tests/amalgamation/check.sh build/amalgamation-check
+# FetchContent from this tree: the parent's build makes only the static libraries it links,
+# and its install holds its own program, nothing of dlsync.
+prefix=$(mktemp -d)
+cmake -S tests/fetchcontent -B build/fetchcontent-check -DDLSYNC_SOURCE="$PWD" \
+  -DCMAKE_INSTALL_PREFIX="$prefix" >build/fetchcontent-check.log 2>&1 ||
+  { cat build/fetchcontent-check.log; exit 1; }
+grep "as a subproject" build/fetchcontent-check.log
+cmake --build build/fetchcontent-check -j"$jobs" >/dev/null
+cmake --install build/fetchcontent-check >/dev/null
+installed=$(cd "$prefix" && find . ! -type d | sort | tr '\n' ' ')
+[ "$installed" = "./bin/framework " ] ||
+  { echo "FetchContent: the parent's install holds $installed" >&2; exit 1; }
+built=$(find build/fetchcontent-check -type f -name 'libdlsync*.so*')
+[ -z "$built" ] || { echo "FetchContent: built what the parent does not link: $built" >&2; exit 1; }
+"$prefix/bin/framework"
+rm -rf "$prefix"
+# Meson (Debian's): the library, the simulator and the unit suites, once.
+meson setup build/meson-check -Dwerror=true >build/meson-check.log 2>&1 ||
+  { cat build/meson-check.log; exit 1; }
+ninja -C build/meson-check >/dev/null
+meson test -C build/meson-check --suite unit --num-processes "$jobs" --print-errorlogs |
+  grep -E "^(Ok|Fail|Timeout):"
+# And as a subproject of a consumer, through the wrap's [provide], statically linked.
+rm -rf build/meson-consumer && cp -r tests/meson_consumer build/meson-consumer
+ln -s "$PWD" build/meson-consumer/subprojects/dlsync
+meson setup build/meson-consumer/build build/meson-consumer -Dwerror=true \
+  >build/meson-consumer.log 2>&1 || { cat build/meson-consumer.log; exit 1; }
+grep "as a subproject" build/meson-consumer.log
+ninja -C build/meson-consumer/build >/dev/null
+built=$(find build/meson-consumer/build -type f -name 'libdlsync*.so*')
+[ -z "$built" ] || { echo "Meson subproject: built $built" >&2; exit 1; }
+build/meson-consumer/build/framework
+rm build/meson-consumer/subprojects/dlsync # the link back to this tree
 echo "all checks passed"

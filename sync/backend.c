@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backend registry: device type -> backend, readable from any thread. */
 #include <stdatomic.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The backend calls that act on one stream, in one place for dependencies, tensor events
  * and groups: a default stream's device is made current first (its handle names that

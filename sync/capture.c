@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stream's graph-capture state, as every path asks for it (docs/design.md, "Capture"). */
 #include "internal.h"
 

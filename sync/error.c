@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status names, Python exception kinds and the thread-local error message. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DLPack C exchange table: finding a usable version and the producer's stream. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-tensor events owned by the deleter. dlsync wraps the tensor's manager_ctx and
  * deleter in place: manager_ctx points to an owner record (dlsync/tensor_event.h), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Recognizing the deleters of every copy of dlsync in the process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DLPack ABI as declared by dlsync/dlpack.h: values and layout on this target. */
 #include <setjmp.h>
 #include <stdarg.h>

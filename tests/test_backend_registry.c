@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backend registry: installing, restoring defaults, validation, concurrent readers. */
 #include <pthread.h>
 #include <setjmp.h>

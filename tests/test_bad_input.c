@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The bad-input matrix: every public function x every bad input, with the status and the
  * message it gets. docs/errors.md is generated from this table

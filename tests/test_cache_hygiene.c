@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The per-thread event caches under the shapes that stress their bookkeeping: a thread
  * that works with more pools than its cache has slots while another thread reads the

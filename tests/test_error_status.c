@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How each built-in backend turns its runtime's codes into dlsync statuses: the table a
  * framework's exception mapping relies on (ENODEV: no device or driver, the toolkit's

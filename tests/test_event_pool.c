@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The event pool's ring, through its internal interface (linked statically): growth while
  * the idle events wrap around the ring must keep every idle event exactly once.

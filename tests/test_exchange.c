@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dl_sync_stream_from_exchange_api: validating producers' exchange tables. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fault injection: a backend that wraps the simulated device and fails its N-th call.
  * For every call of every scenario in turn: dlsync returns the status the runtime's error

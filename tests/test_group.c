@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dl_sync_group call patterns, proven on a backend of cmocka mocks: any runtime call the
    test did not expect fails it, so every expectation list below is the exact set of
    runtime calls, in order. f(a, b, c) per tensor costs 6 capture queries, 3 records and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Dependency groups on the simulated device: f(a, b, c) on a consumer stream B, where a
  * and b were written on producer stream A1 (added to the group twice, once per tensor)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process exits with pooled and per-tensor events outstanding: dlsync must make no
    runtime call once main has returned (it has no exit-time destructors). Any backend call
    after exit begins aborts the process, which fails the test. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dl_sync_push_dep / dl_sync_export call patterns, proven on a backend of cmocka mocks:
    any runtime call the test did not expect fails it. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA and HIP runtime backends through their vtables.
  *   test_runtime_backend cuda|hip no-device  -- runs where no device answers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status codes, their names and Python exception kinds, and the thread-local message. */
 #include <pthread.h>
 #include <setjmp.h>

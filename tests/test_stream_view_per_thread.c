@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dl_sync_stream_view in a translation unit compiled with per-thread default streams
    (this file is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, as nvcc --default-stream
    per-thread does): handle 0 is the calling thread's per-thread default stream there. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Many threads pushing dependencies through one shared event pool on two devices. The
    worker threads only record outcomes; the test thread asserts (cmocka is not
    thread-safe). */

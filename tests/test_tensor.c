@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-tensor events owned by the deleter, on the simulated device: ordering (with a
    negative control), identity and ownership, deleters on foreign threads, bad input. */
 #include <pthread.h>

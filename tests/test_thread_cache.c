@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The per-thread event caches next to graphs, on the simulated device: an event that a
  * captured graph owns goes back to the shared pool when the graph is destroyed, never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/backend.h: the device-runtime vtable, the backend registry, the event pool
  * statistics and dl_sync_shutdown.

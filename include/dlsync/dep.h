@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/dep.h: stream dependencies, the __dlpack__ export step and the capture policy.
  */

@@ -1,16 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/dlpack.h: the DLPack 1.3 ABI, declared by dlsync so that it builds with
- * nothing but a C compiler.
+ * nothing but a C compiler, or taken from upstream's dlpack/dlpack.h (1.0 or newer).
  *
- * Coexistence with the upstream header:
- *  - upstream dlpack/dlpack.h (1.0 or newer) included first: its types are used, and
- *    the exchange-table types (added in DLPack 1.2) are declared here when it predates them;
- *  - an older upstream header (0.x, no DLPACK_MAJOR_VERSION) included first: #error;
- *  - this header first: it defines upstream's include guard, so a later
- *    #include <dlpack/dlpack.h> is a no-op and every translation unit sees one set of types.
+ * Which declarations a translation unit gets:
+ *  - an upstream dlpack.h included before dlsync (any 1.x): its types. dlsync adds what
+ *    an older 1.x header lacks: the DLManagedTensorVersioned typedef (1.0 and 1.1 declare
+ *    only the struct tag) and the exchange-table types (added in DLPack 1.2; with a
+ *    header that declares them but reports an older minor, define
+ *    DL_SYNC_DLPACK_HAS_EXCHANGE_API to 1);
+ *  - DL_SYNC_DLPACK_HEADER defined (e.g. -DDL_SYNC_DLPACK_HEADER='<dlpack/dlpack.h>'):
+ *    dlsync includes that header itself and proceeds as above, so every include order
+ *    uses the project's own upstream header;
+ *  - otherwise dlsync's own declarations (DLPack 1.3), under this header's own guard.
+ *    They also mark upstream's guard as taken: C cannot declare DLPack's unnamed structs
+ *    twice in one translation unit, so a dlpack/dlpack.h included after this header adds
+ *    nothing and the unit keeps one set of types. A project that needs names newer than
+ *    1.3 includes its header first or names it in DL_SYNC_DLPACK_HEADER;
+ *  - an upstream header older than 1.0 (0.x: no DLPACK_MAJOR_VERSION) included first,
+ *    or a 2.x one: #error.
  *
- * ABI rule: every size and offset below is pinned by static assertions on 64-bit targets.
- * Only <stdint.h> and <stddef.h> are needed.
+ * ABI rule: whichever declarations are in use, every size and offset below is checked by
+ * static assertions (C11 and C++11) against the 1.x layout, so dlsync and the upstream
+ * header agree. Only <stddef.h> and <stdint.h> are needed.
  */
 #ifndef DL_SYNC_DLPACK_H_
 #define DL_SYNC_DLPACK_H_
@@ -18,13 +30,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(DLPACK_DLPACK_H_) && !defined(DLPACK_MAJOR_VERSION)
-#error "dlsync needs DLPack 1.0 or newer, but an older dlpack/dlpack.h (0.x, DLPACK_VERSION < 100) was included first; include <dlsync/dlpack.h> instead or upgrade dlpack"
+#if defined(DL_SYNC_DLPACK_HEADER) && !defined(DLPACK_DLPACK_H_)
+#include DL_SYNC_DLPACK_HEADER
 #endif
 
-#ifndef DLPACK_DLPACK_H_
+#if defined(DLPACK_DLPACK_H_) && !defined(DLPACK_MAJOR_VERSION)
+#error "dlsync needs DLPack 1.0 or newer, but an older dlpack/dlpack.h (0.x, DLPACK_VERSION < 100) was included first; include <dlsync/dlpack.h> instead or upgrade dlpack"
+#elif defined(DLPACK_DLPACK_H_) && DLPACK_MAJOR_VERSION != 1
+#error "dlsync declares the DLPack 1.x ABI, but a dlpack/dlpack.h of another major version was included first"
+#endif
+
+#if defined(DLPACK_DLPACK_H_) && !defined(DLPACK_MAJOR_VERSION)
+/* After the #error above, the 1.0 types a 0.x header lacks, so that it stays the only
+   message. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef struct {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#ifdef __cplusplus
+}
+#endif
+#undef DL_SYNC_DLPACK_HAS_EXCHANGE_API
+#define DL_SYNC_DLPACK_HAS_EXCHANGE_API 0
+#elif defined(DLPACK_DLPACK_H_)
+/* Upstream's header is in use. 1.0 and 1.1 declare `struct DLManagedTensorVersioned`
+   without a typedef; C11 and C++ allow repeating a typedef of the same type. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+#ifdef __cplusplus
+}
+#endif
+#ifndef DL_SYNC_DLPACK_HAS_EXCHANGE_API
+#if DLPACK_MINOR_VERSION >= 2
+#define DL_SYNC_DLPACK_HAS_EXCHANGE_API 1
+#else
+#define DL_SYNC_DLPACK_HAS_EXCHANGE_API 0
+#endif
+#endif
+#else /* no upstream header: dlsync's own declarations */
 #define DLPACK_DLPACK_H_
 #define DL_SYNC_OWNS_DLPACK_TYPES 1
+#undef DL_SYNC_DLPACK_HAS_EXCHANGE_API
+#define DL_SYNC_DLPACK_HAS_EXCHANGE_API 0
 
 #ifdef __cplusplus
 #define DLPACK_EXTERN_C extern "C"
@@ -147,15 +206,10 @@ typedef struct DLManagedTensorVersioned {
 #ifdef __cplusplus
 }
 #endif
-#endif /* DLPACK_DLPACK_H_ defined here */
+#endif /* dlsync's own declarations */
 
-#if DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 2
-#define DL_SYNC_NEEDS_EXCHANGE_API_TYPES 1
-#elif defined(DL_SYNC_OWNS_DLPACK_TYPES)
-#define DL_SYNC_NEEDS_EXCHANGE_API_TYPES 1
-#endif
-
-#ifdef DL_SYNC_NEEDS_EXCHANGE_API_TYPES
+/* The exchange-table types (DLPack 1.2), unless the header in use declares them. */
+#if !DL_SYNC_DLPACK_HAS_EXCHANGE_API
 #define DL_SYNC_HAS_EXCHANGE_API_TYPES 1
 #ifdef __cplusplus
 extern "C" {
@@ -202,10 +256,15 @@ typedef struct DLPackExchangeAPI {
 #ifdef __cplusplus
 }
 #endif
-#endif /* DL_SYNC_NEEDS_EXCHANGE_API_TYPES */
+#endif /* !DL_SYNC_DLPACK_HAS_EXCHANGE_API */
 
-#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu && !defined(__cplusplus)
+/* The layout both declarations share. Sizes that hold on every target first, then the
+   offsets of 64-bit targets. */
+#ifdef __cplusplus
+#define DL_SYNC__PIN(cond, what) static_assert(cond, "DLPack ABI: " what)
+#else
 #define DL_SYNC__PIN(cond, what) _Static_assert(cond, "DLPack ABI: " what)
+#endif
 DL_SYNC__PIN(sizeof(DLPackVersion) == 8, "sizeof(DLPackVersion) == 8");
 DL_SYNC__PIN(sizeof(DLDeviceType) == 4, "DLDeviceType is 4 bytes");
 DL_SYNC__PIN(sizeof(DLDevice) == 8, "sizeof(DLDevice) == 8");
@@ -213,6 +272,10 @@ DL_SYNC__PIN(offsetof(DLDevice, device_id) == 4, "DLDevice.device_id at 4");
 DL_SYNC__PIN(sizeof(DLDataType) == 4, "sizeof(DLDataType) == 4");
 DL_SYNC__PIN(offsetof(DLDataType, bits) == 1, "DLDataType.bits at 1");
 DL_SYNC__PIN(offsetof(DLDataType, lanes) == 2, "DLDataType.lanes at 2");
+DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, version) == 0, "version at 0");
+DL_SYNC__PIN(offsetof(DLManagedTensor, dl_tensor) == 0, "DLManagedTensor.dl_tensor at 0");
+DL_SYNC__PIN(offsetof(DLPackExchangeAPI, header) == 0, "DLPackExchangeAPI.header at 0");
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 DL_SYNC__PIN(sizeof(DLTensor) == 48, "sizeof(DLTensor) == 48");
 DL_SYNC__PIN(offsetof(DLTensor, device) == 8, "DLTensor.device at 8");
 DL_SYNC__PIN(offsetof(DLTensor, ndim) == 16, "DLTensor.ndim at 16");
@@ -239,7 +302,7 @@ DL_SYNC__PIN(offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) ==
 DL_SYNC__PIN(offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40,
              "dltensor_from_py_object at 40");
 DL_SYNC__PIN(offsetof(DLPackExchangeAPI, current_work_stream) == 48, "current_work_stream at 48");
-#undef DL_SYNC__PIN
 #endif
+#undef DL_SYNC__PIN
 
 #endif /* DL_SYNC_DLPACK_H_ */

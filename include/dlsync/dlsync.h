@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync: stream and event synchronization around DLPack tensor exchange on CUDA and ROCm.
  * The umbrella header; see each area's header for its contract.

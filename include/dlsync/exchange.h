@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/exchange.h: helpers for the DLPack C exchange table (DLPackExchangeAPI, DLPack
  * 1.2+; in Python the capsule "dlpack_exchange_api" on the type attribute

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/group.h: dependency groups, the coalesced form of the consumer's side of an
  * exchange.

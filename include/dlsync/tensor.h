@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/tensor.h: per-tensor events owned by the tensor's deleter (the "ingestion" path).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/tensor_event.h: the owner record of a per-tensor event, an ABI shared by every
  * copy of dlsync in a process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync/version.h: the library version and the export macro.
  *
@@ -39,6 +40,14 @@
 #else
 #define DL_SYNC_API
 #define DL_SYNC_RECOGNIZED_API
+#endif
+
+/* A constant handle in the public macros (DL_SYNC_STREAM_LEGACY, ...), written without an
+   old-style cast for C++ (-Wold-style-cast). */
+#ifdef __cplusplus
+#define DL_SYNC__HANDLE(type, value) (reinterpret_cast<type>(value))
+#else
+#define DL_SYNC__HANDLE(type, value) ((type)(value))
 #endif
 
 #endif /* DL_SYNC_VERSION_H_ */

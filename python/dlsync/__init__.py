@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync: the stream synchronization around DLPack exchange, for ``__dlpack__`` in Python.
 
 A producer whose ``__dlpack__`` is Python makes one call before building its capsule::
@@ -8,17 +9,22 @@ A producer whose ``__dlpack__`` is Python makes one call before building its cap
 
 ``help(dlsync.export)`` shows what each ``stream`` value means on each device.
 ``dlsync.testing`` runs the same code on a simulated device with a race checker.
-"""
-import collections
-import enum
 
+A producer written in C, C++ or Cython builds against ``get_include()`` (the C headers,
+``dlsync.pxd`` for ``cimport dlsync``, ``dlsync_testing.h``) and links its own copy of the
+library: ``get_library_dirs()`` and ``get_libraries()``.
+"""
+import enum
+import os
+from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional
+
+from ._dlsync import __version__ as __version__
 from ._dlsync import _runtime
 from ._dlsync import (
     CAPTURE_NONE_IS_NO_SYNC,
     CAPTURE_STRICT,
     STREAM_LEGACY,
     STREAM_PER_THREAD,
-    __version__,
     export,
     get_capture_policy,
     group_wait,
@@ -27,6 +33,9 @@ from ._dlsync import (
     stream_from_arg,
     stream_to_arg,
 )
+
+if TYPE_CHECKING:
+    from ._dlsync import Device, Producer, StreamObject
 
 
 class DeviceType(enum.IntEnum):
@@ -65,36 +74,40 @@ class Group:
     explicitly and empties the group for reuse. Producers as ``group_wait`` takes them.
     """
 
-    def __init__(self, device, consumer):
+    def __init__(self, device: "Device", consumer: "StreamObject") -> None:
         self.device = device
         self.consumer = consumer
-        self._producers = []
+        self._producers: "List[Producer]" = []
 
-    def add(self, stream, device=None):
+    def add(self, stream: "StreamObject", device: "Optional[Device]" = None) -> None:
         """Adds a producer stream; ``device`` when it is on another device of the family."""
         self._producers.append(stream if device is None else (device, stream))
 
-    def wait(self):
+    def wait(self) -> None:
         """Orders every producer added so far before the consumer; empties the group."""
         producers, self._producers = self._producers, []
         group_wait(self.device, self.consumer, producers)
 
-    def __enter__(self):
+    def __enter__(self) -> "Group":
         return self
 
-    def __exit__(self, kind, value, traceback):
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
         if kind is None:
             self.wait()
         else:
             self._producers = []
-        return False
 
 
-RuntimeInfo = collections.namedtuple("RuntimeInfo", "path version major minor")
-RuntimeInfo.__doc__ = "The GPU runtime library a backend uses: its file, version as the runtime reports it, and major.minor."
+class RuntimeInfo(NamedTuple):
+    """The GPU runtime library a backend uses: its file, version as the runtime reports it, and major.minor."""
+
+    path: str
+    version: int
+    major: int
+    minor: int
 
 
-def runtime(name):
+def runtime(name: str) -> RuntimeInfo:
     """The library the built-in backend ``name`` uses, as a ``RuntimeInfo``: 'cuda', the
     CUDA driver (libcuda.so.1, DL_SYNC_LIBCUDA names another file; it is loaded at the
     first CUDA call); 'cudart', the CUDA runtime; 'hip', the HIP runtime. A runtime is
@@ -102,6 +115,28 @@ def runtime(name):
     DL_SYNC_HIP name a file instead). Loads nothing itself. BufferError, saying what was
     tried, when there is none (or several runtimes are loaded)."""
     return RuntimeInfo(*_runtime(name))
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def get_include() -> str:
+    """The folder to compile a C, C++ or Cython producer against: dlsync's C headers
+    (``#include <dlsync/dlsync.h>``), ``dlsync_testing.h`` (dlsync.testing for that
+    producer) and ``dlsync.pxd`` (``cimport dlsync``; pass the folder as Cython's
+    include_path too)."""
+    return os.path.join(_HERE, "include")
+
+
+def get_library_dirs() -> List[str]:
+    """The folders with ``libdlsync.a``, the static library a producer links as its own
+    copy of dlsync (position-independent, its symbols hidden)."""
+    return [os.path.join(_HERE, "lib")]
+
+
+def get_libraries() -> List[str]:
+    """The libraries to link a producer with: dlsync and what it needs."""
+    return ["dlsync", "pthread", "dl"]
 
 
 __all__ = [
@@ -114,6 +149,9 @@ __all__ = [
     "RuntimeInfo",
     "export",
     "get_capture_policy",
+    "get_include",
+    "get_libraries",
+    "get_library_dirs",
     "group_wait",
     "push_dep",
     "runtime",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * binding.h: conversions between Python objects and dlsync's C types, shared by the
  * dlsync extension module and by the C-extension sample (samples/python).

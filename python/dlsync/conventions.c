@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync.stream_from_arg and dlsync.stream_to_arg: the stream= conventions themselves. */
 #include "module.h"
 

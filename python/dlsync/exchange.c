@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync.export and dlsync.push_dep: ordering a producer's stream before a consumer's. */
 #include "module.h"
 

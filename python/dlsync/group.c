@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync.group_wait: a consumer's call on many producers pays one dependency per distinct
    producer stream (dlsync/group.h). dlsync.Group (in __init__.py) collects producers
    and calls it. */

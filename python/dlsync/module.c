@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The dlsync extension module (dlsync._dlsync): dlsync's calls for code whose __dlpack__
  * is Python. The package dlsync re-exports it; dlsync.testing wraps its _sim submodule.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * module.h: the areas of the dlsync extension module. Each area is one file with its
  * method table; module.c adds every table to the module. A new area is a new file, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync.set_capture_policy: what stream=None means while the producer's stream captures. */
 #include "module.h"
 

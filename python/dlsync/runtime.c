@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync._runtime: which GPU runtime library a built-in backend found (dlsync.runtime in
    __init__.py wraps it in a named tuple). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The simulated device for dlsync.testing (the submodule dlsync._dlsync._sim): installs
  * dlsync's simulator backend under chosen device types, makes simulated streams and
@@ -8,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "include/dlsync_testing.h"
 #include "sim_binding.h"
 
 /* --- errors --------------------------------------------------------------------------- */
@@ -47,10 +49,48 @@ int dl_sync_py_sim_stream(PyObject *obj, dl_sync_sim_stream **out) {
 
 /* --- installing ----------------------------------------------------------------------- */
 
-enum { MAX_TYPES = 8 };
+enum { MAX_TYPES = DL_SYNC_TESTING_MAX_TYPES, MAX_COPIES = DL_SYNC_TESTING_MAX_COPIES };
 static int installed_count = -1; /* -1: not installed */
 static int32_t installed_types[MAX_TYPES];
 static const dl_sync_backend *previous[MAX_TYPES];
+
+/* Other copies of dlsync the simulator was installed into (dlsync_testing.h), detached
+   when it closes. The GIL guards them. */
+static struct {
+  void (*detach)(void *ctx);
+  void *ctx;
+} copies[MAX_COPIES];
+static int copy_count;
+
+static int attach_copy(void (*detach)(void *ctx), void *ctx) {
+  if (installed_count < 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "dlsync.testing: the simulated device is not open (install it into another "
+                    "copy of dlsync inside the with block)");
+    return -1;
+  }
+  for (int i = 0; i < copy_count; i++)
+    if (copies[i].detach == detach && copies[i].ctx == ctx) return 0;
+  if (copy_count == MAX_COPIES) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "dlsync.testing: the simulated device is installed into %d other copies of "
+                 "dlsync already, the most it serves",
+                 MAX_COPIES);
+    return -1;
+  }
+  copies[copy_count].detach = detach;
+  copies[copy_count].ctx = ctx;
+  copy_count++;
+  return 0;
+}
+
+/* What SimulatedDevice.backend_capsule points to; its types are filled at install. */
+static dl_sync_testing_device testing_device = {
+    .abi = DL_SYNC_TESTING_ABI,
+    .dlsync_version = DL_SYNC_VERSION_HEX,
+    .device_types = installed_types,
+    .attach = attach_copy,
+};
 
 /* What to give dl_sync_set_backend to bring back what dl_sync_get_backend returned. */
 static const dl_sync_backend *restorable(const dl_sync_backend *b) {
@@ -62,6 +102,9 @@ static const dl_sync_backend *restorable(const dl_sync_backend *b) {
 static void reset_all(void) {
   dl_sync_py_sim_open_gates(); /* else the reset would wait for them forever */
   PyThreadState *thread = PyEval_SaveThread();
+  /* The other copies first: their pools hold the simulator's events. */
+  for (int i = copy_count - 1; i >= 0; i--) copies[i].detach(copies[i].ctx);
+  copy_count = 0;
   dl_sync_sim_reset();
   dl_sync_shutdown();
   PyEval_RestoreThread(thread);
@@ -112,6 +155,8 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
   }
   Py_DECREF(seq);
   installed_count = (int)n;
+  testing_device.backend = dl_sync_sim_backend();
+  testing_device.device_type_count = (uint32_t)n;
   Py_RETURN_NONE;
 }
 
@@ -124,7 +169,20 @@ static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
   dl_sync_sim_set_jitter(0, 0);
   restore_backends(installed_count);
   installed_count = -1;
+  testing_device.device_type_count = 0;
   Py_RETURN_NONE;
+}
+
+/* backend_capsule(): the capsule other copies of dlsync install the simulator from
+   (dlsync_testing.h). */
+static PyObject *sim_backend_capsule(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  if (installed_count < 0) {
+    PyErr_SetString(PyExc_RuntimeError, "dlsync.testing: the simulated device is not open");
+    return NULL;
+  }
+  return PyCapsule_New(&testing_device, DL_SYNC_TESTING_CAPSULE, NULL);
 }
 
 /* --- streams -------------------------------------------------------------------------- */
@@ -260,6 +318,7 @@ static PyObject *sim_race_report(PyObject *module, PyObject *unused) {
 static PyMethodDef sim_methods[] = {
     {"install", sim_install, METH_O, "install(device_types)"},
     {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()"},
+    {"backend_capsule", sim_backend_capsule, METH_NOARGS, "backend_capsule()"},
     {"stream_create", sim_stream_create, METH_VARARGS, "stream_create(non_blocking, device)"},
     {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
     {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},

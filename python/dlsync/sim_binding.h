@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sim_binding.h: what the two files of the _sim submodule share: sim.c (installing,
  * streams, capture, verdicts) and sim_kernels.c (work on the streams). Need the GIL.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Work on the simulated streams for dlsync.testing: kernels that write and copy Python
  * buffers (declaring their accesses to the race checker), gates that hold a stream until

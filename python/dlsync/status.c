@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsync._raise_status: the exception each dlsync status becomes, for the tests and for
    C extensions that map statuses the same way (dlsync/status.h lists them). */
 #include "module.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The values __dlpack__ passes around: the device tuple and the stream= argument. */
 #include "binding.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stream objects -> native handles, in the conventions Python GPU libraries already use:
  *   int                 the handle itself (cudaStream_t / hipStream_t as an address)

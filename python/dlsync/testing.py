@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test a framework's ``__dlpack__`` on a simulated device, in CPU-only CI.
 
 ``SimulatedDevice`` installs dlsync's simulated device behind the CUDA device types
@@ -16,6 +17,17 @@ touch: a producer that forgets ``dlsync.export`` is reported, whatever the timin
         sim.copy(consumer, x.data, out)                # the consumer's kernel
     # leaving the block synchronizes and raises AssertionError on any race
 
+A producer whose ``__dlpack__`` is C, C++ or Cython calls ``dl_sync_export`` on its own
+copy of dlsync; it installs the same simulated device into that copy with
+``dl_sync_testing_install(sim)`` (the header ``dlsync_testing.h`` and ``dlsync.pxd`` in
+``dlsync.get_include()``), from a test hook it exposes::
+
+    with dlsync.testing.SimulatedDevice() as sim:
+        mylib.use_simulated_device(sim)                # calls dl_sync_testing_install(sim)
+        ...                                            # as above, with mylib's arrays
+
+Closing the simulated device detaches that copy again.
+
 One simulated device at a time, per process; while it is installed no other thread may
 use dlsync on those device types (closing it drains the simulator and dlsync's event
 pools). Buffers are any writable object with the buffer protocol (bytearray, contiguous
@@ -24,6 +36,8 @@ NumPy arrays); the simulator keeps them alive until it is closed.
 from typing import Any, Optional, Sequence, Tuple
 
 from ._dlsync import _sim
+
+__all__ = ["CUDA_DEVICE_TYPES", "ROCM_DEVICE_TYPES", "Gate", "SimulatedDevice", "Stream"]
 
 CUDA_DEVICE_TYPES = (2, 3, 13)
 """kDLCUDA, kDLCUDAHost, kDLCUDAManaged."""
@@ -141,6 +155,14 @@ class SimulatedDevice:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.close(check=exc_type is None)
+
+    @property
+    def backend_capsule(self) -> object:
+        """A capsule (``dlsync.testing.simulated_device``) with the simulated device's
+        backend, for installing it into another copy of dlsync: what
+        ``dl_sync_testing_install`` (``dlsync_testing.h``) reads. RuntimeError unless
+        open."""
+        return _sim.backend_capsule()
 
     # -- streams ------------------------------------------------------------------------
     def stream(self, *, non_blocking: bool = False, device: int = 0) -> Stream:

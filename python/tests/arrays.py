@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small array library whose __dlpack__ is Python, as a framework writes it: the memory
 is a NumPy buffer (which also builds the capsule), the work runs on self.stream."""
 import dlsync

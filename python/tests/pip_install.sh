@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # pip install ./python offline, with the interpreter's own setuptools, into a scratch
 # folder, then import the installed module and use it: what a user's `pip install` does.
-# Works on a copy of the sources so the checkout stays untouched.
+# Works on a copy of the sources, and checks that the build left them untouched.
 set -euo pipefail
 python=$1 source=$(realpath "$2") scratch=$(realpath -m "$3")
 if ! { "$python" -c "import setuptools" && "$python" -m pip --version; } >/dev/null 2>&1; then
@@ -11,9 +12,13 @@ fi
 rm -rf "$scratch"
 mkdir -p "$scratch/src"
 cp -r "$source/python" "$source/sync" "$source/include" "$scratch/src/"
-rm -rf "$scratch/src/python/build"
+rm -rf "$scratch/src/python/build" "$scratch/src/python/"*.egg-info "$scratch/src/python/dlsync/lib"
+snapshot() { (cd "$scratch/src" && find . -printf '%p %s %T@\n' | LC_ALL=C sort); }
+snapshot >"$scratch/before"
 PIP_NO_INDEX=1 "$python" -m pip install --quiet --no-build-isolation --no-deps \
   --target "$scratch/site" "$scratch/src/python"
+# The build happens in temporary folders: the sources stay as they were.
+snapshot | diff "$scratch/before" - || { echo "FAIL: pip install wrote into the sources" >&2; exit 1; }
 cd "$scratch"
 PYTHONPATH="$scratch/site" PYTHONDONTWRITEBYTECODE=1 "$python" - <<'PY'
 import dlsync, dlsync.testing

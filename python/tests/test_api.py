@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync's Python API without a device: every cell of the stream table, the exception
 kinds and messages, the stream-object protocols and the capture policy."""
 import unittest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync.group_wait and dlsync.Group: many producers ordered before one consumer on the
 simulated device, with the negative control (a group that leaves one producer out races,
 and reads old bytes when that producer is held)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A pure-Python __dlpack__ that calls dlsync, consumed by NumPy and PyTorch (Debian's
 python3-numpy and python3-torch) with from_dlpack; real torch.cuda.Stream objects where a
 GPU exists."""

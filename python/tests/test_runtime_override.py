@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync.runtime with DL_SYNC_CUDART naming a runtime library (ctest passes the fake
 CUDA 13 runtime of tests/runtimes in DL_SYNC_TEST_FAKE_CUDART): the module reports that
 file and its version; a path that does not exist is a BufferError naming the path. Each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync.testing: a Python __dlpack__ on the simulated device, judged by the race
 checker; every ordering test has its negative control (the same program without the
 dependency), caught by the race checker and, with the producer held, by value. The

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Threads calling dlsync at once: the GIL is released around dlsync's calls, every thread
 sees its own errors, and the orderings hold (race checker) for each thread's exchanges."""
 import threading

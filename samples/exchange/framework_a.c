@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework A: the producer. It knows nothing of B; it speaks DLPack and calls dlsync. */
 #include "framework_a.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework A, the producer: owns its streams and tensors, exports them through a DLPack
    1.3 exchange table and through a __dlpack__-style entry taking the stream argument. */
 #ifndef DEMO_FRAMEWORK_A_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework B: the consumer. It imports DLPack tensors three ways. */
 #include "framework_b.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framework B, the consumer: imports DLPack tensors and runs a checking kernel on them. */
 #ifndef DEMO_FRAMEWORK_B_H_
 #define DEMO_FRAMEWORK_B_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync exchange demo: two frameworks that share nothing but DLPack and dlsync exchange
  * tensors four ways, on the simulated device, and the race checker judges the result.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names for streams in the demo's timeline: each framework registers its own. */
 #ifndef DEMO_STREAM_NAMES_H_
 #define DEMO_STREAM_NAMES_H_

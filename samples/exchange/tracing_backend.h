@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A backend that wraps another, prints each runtime call dlsync makes into the timeline
    and counts them: how a user wraps a dlsync backend. */
 #ifndef DEMO_TRACING_BACKEND_H_

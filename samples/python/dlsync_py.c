@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync_py: a CPython extension whose tensor type implements __dlpack__ and
  * __dlpack_device__ with dlsync doing all the stream handling, and a from_dlpack that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dlsync_py against real peers: NumPy and PyTorch, both directions, zero copy, dtypes and
 strides, the deleter run once, single consumption, and the exception kinds for bad streams."""
 import ctypes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA runtime backend, an explicit choice (the default CUDA backend speaks the
  * driver API, cuda_driver.c). libcudart is the one bound, named or loaded (see loader.h);

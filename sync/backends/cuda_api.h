@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The part of the CUDA runtime API that the CUDA backend uses, declared here so that
  * dlsync builds without the toolkit and loads libcudart at run time. Values are those of

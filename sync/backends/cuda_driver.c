@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA backend, on the driver API. Every CUDA framework's streams and events are
  * driver objects (a cudaStream_t is a CUstream), whether its runtime is shared, bundled,

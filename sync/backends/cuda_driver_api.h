@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The part of the CUDA driver API (cuda.h) that the CUDA backend uses, declared here so
  * that dlsync builds without the toolkit and loads libcuda.so.1 at run time. Every entry

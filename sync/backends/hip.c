@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HIP runtime backend (AMD platform). libamdhip64 is the one bound, named or loaded
  * in the process (see loader.h), never loaded by dlsync: a ROCm stream means a framework

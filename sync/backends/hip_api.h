@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The part of the HIP runtime API (AMD platform) that the HIP backend uses, declared here
  * so that dlsync builds without ROCm and loads libamdhip64 at run time. Values are those

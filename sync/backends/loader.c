@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU libraries found at run time; see loader.h and docs/runtimes.md. */
 #define _GNU_SOURCE /* dlinfo, dl_iterate_phdr, RTLD_NOLOAD */
 #include "loader.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The GPU libraries a backend uses, found at run time. A runtime (libcudart, libamdhip64)
  * is never loaded by dlsync: it is the one the caller bound (dl_sync_bind_runtime), the

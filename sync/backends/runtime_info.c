@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dl_sync_backend_runtime and dl_sync_bind_runtime: which library a built-in backend uses,
  * and binding one. Here, not in the loader, which knows no backend.

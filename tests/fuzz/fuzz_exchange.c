@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: exchange-table validation on garbage chains of tables (versions, prev_api
    links including cycles, missing or failing current_work_stream). */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: the stream-argument conventions for any device type, id and value. A decoded
    stream must encode back to an argument that decodes to the same stream. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: random record / wait / synchronize / delete interleavings of per-tensor
    events (versioned and legacy) on the simulated device. Every event must be back in the
    pool once every tensor is deleted. */

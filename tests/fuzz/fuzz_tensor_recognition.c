@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer: recognizing dlsync's tensors from random deleters and manager_ctx values.
    A tensor whose deleter is not exactly a dlsync deleter is never read and never has an
    event, whatever its manager_ctx points to (unmapped memory, bytes that spell the owner

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Uses the installed library: decodes a stream argument and exports to a CPU consumer. */
 #include <dlsync/dlsync.h>
 #include <stdio.h>

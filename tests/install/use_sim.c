@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Uses the installed simulator: a kernel on a simulated stream, checked by its race
    checker. */
 #include <dlsync/dlsync.h>

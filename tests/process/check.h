@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process-shape programs' checks: each failure names its line and what was expected,
    and the program exits 1 (a program that needs a fresh process cannot use cmocka's
    groups, and a forked child must not unwind into the parent's test runner). */

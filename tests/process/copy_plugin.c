@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "copy_plugin.h"
 
 __attribute__((visibility("default"))) const copy_table *copy_table_get(void);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A static copy of dlsync in a library (or in the -rdynamic executable), reached through
    this table: the program compares what each copy answers. */
 #ifndef DL_SYNC_TEST_PROCESS_COPY_PLUGIN_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "dlclose_plugin.h"
 
 __attribute__((visibility("default"))) const dlclose_plugin *dlclose_plugin_get(void);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin the dlclose programs load and unload: a framework's extension module with its
    own static copy of dlsync (and, built with PLUGIN_OWNS_SIM, of the simulated device),
    reached only through this table. */

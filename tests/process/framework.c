@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A framework's library that links its own CUDA runtime (the libcudart.so.13 next to it,
    found through its RPATH $ORIGIN), as wheels ship theirs. */
 #define _GNU_SOURCE

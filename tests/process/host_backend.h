@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A backend with no device behind it, for the process-shape programs: events are heap
    cells, records and waits only count, nothing is ever pending or capturing. It takes no
    lock, so it may be called from many threads and from a forked child. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake "-DLIBRARIES=a.so;b.so" "-DENTRIES=entry_a;entry_b" "-DDELETERS=1;0"
 #       -P plugin_exports.cmake
 # Each library was built from dlsync's static archives plus one source file that exports

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlclose of a library (the plugin, dlclose_plugin.c) that holds a static copy of dlsync,
  * while the process lives on. The program links no dlsync of its own.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork() next to dlsync, on a backend without a device (host_backend.c). Every child runs
  * under alarm(5): a hang is a SIGALRM, a crash its signal, and either fails the test, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Static copies of dlsync that must stay independent when the process makes their
  * symbols visible to each other:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A process where dlsync is called before the framework that brings its GPU runtime is
  * loaded. The library path offers a CUDA runtime (libcudart.so.13, version 13000) and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Two copies of one GPU runtime in one process (two frameworks, each with its own, loaded
  * by the program with dlopen(RTLD_LOCAL)): HIP 5 and 7 (libamdhip64.so.5, .so.7), or CUDA

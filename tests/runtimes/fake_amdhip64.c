@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake HIP runtime (AMD platform): the entry points dlsync and its tests use, exported
  * under the real SONAME (libamdhip64.so.5, .6, .7) and symbol names, modelling the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake CUDA driver: the entry points dlsync and its tests use, exported under the real
  * SONAME (libcuda.so.1) and symbol names, modelling the driver API as the CUDA 13 cuda.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake CUDA runtime: the entry points dlsync and its tests use, exported under the real
  * SONAME (libcudart.so.12 or .13) and symbol names, modelling the runtime as documented.

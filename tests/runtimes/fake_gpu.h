@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The device model shared by the fake runtime libraries (fake_cudart.c, fake_amdhip64.c)
  * and the fake CUDA driver (fake_cuda_driver.c): devices, streams, stream capture, events,

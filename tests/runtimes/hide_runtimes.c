@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Preloaded by the no-runtime tests: a machine without any GPU runtime, on a machine that
  * may have one. dlopen fails for the CUDA and HIP runtime SONAMEs, as it does where none

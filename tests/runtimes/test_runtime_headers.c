@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync declares the runtime constants it uses itself (sync/backends/cuda_api.h,
  * hip_api.h): this file, compiled against the real headers where they are installed,

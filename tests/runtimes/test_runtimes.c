@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The black-box suite over one runtime library, loaded through dlsync's own loader:
  *   test_runtimes cuda|hip <expected version> device|no-device|no-runtime|bad-override|found

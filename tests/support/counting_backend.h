@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A thread-safe backend that counts calls and checks their arguments, for tests that run
    many threads (cmocka's mocks are not thread-safe). Streams are counting_stream values. */
 #ifndef DL_SYNC_TEST_COUNTING_BACKEND_H_

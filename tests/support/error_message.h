@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cmocka assertions on dlsync's messages (include after <cmocka.h>). */
 #ifndef DL_SYNC_TEST_ERROR_MESSAGE_H_
 #define DL_SYNC_TEST_ERROR_MESSAGE_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A backend of cmocka mock objects: every call must be expected by the test, in order. */
 #ifndef DL_SYNC_TEST_MOCK_BACKEND_H_
 #define DL_SYNC_TEST_MOCK_BACKEND_H_

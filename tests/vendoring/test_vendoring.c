@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Two copies of dlsync in one process (two extension modules, each with its own static
    copy, loaded with RTLD_LOCAL) share per-tensor events: A records, B waits and is
    ordered (with the negative control), B's graph keeps A's event alive, deleters run once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extension module of one framework: links dlsync_static and exports one entry. */
 #include "vendored_copy.h"
 

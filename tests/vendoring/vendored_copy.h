@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A framework's extension module as the vendoring tests build it: its own static copy of
    dlsync, reached by the test only through this table (the module is dlopen'ed with
    RTLD_LOCAL, so none of its symbols is visible to the rest of the process by name). */

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A user of every public name of dlsync and dlsync.testing, checked with mypy --strict
+against the installed package (its stubs and annotations) and run on the simulated
+device."""
+import os
+from typing import List, Optional, Tuple
+
+import dlsync
+import dlsync.testing
+
+
+class Array:
+    def __init__(self, data: bytearray, stream: dlsync.testing.Stream) -> None:
+        self.data = data
+        self.stream = stream
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (int(dlsync.DeviceType.CUDA), 0)
+
+    def __dlpack__(self, *, stream: Optional[int] = None) -> bytearray:
+        dlsync.export(self.__dlpack_device__(), self.stream, stream)
+        return self.data
+
+
+def conventions() -> None:
+    handle, needs_sync = dlsync.stream_from_arg((2, 0), None)
+    assert (handle, needs_sync) == (dlsync.STREAM_LEGACY, True)
+    assert dlsync.stream_to_arg((2, 0), dlsync.STREAM_PER_THREAD) == 2
+    previous: int = dlsync.get_capture_policy()
+    dlsync.set_capture_policy(dlsync.CAPTURE_NONE_IS_NO_SYNC)
+    dlsync.set_capture_policy(dlsync.CAPTURE_STRICT)
+    assert previous == dlsync.CAPTURE_STRICT
+    try:
+        info: dlsync.RuntimeInfo = dlsync.runtime("hip")
+        path: str = info.path
+        major: int = info.major
+        print("hip runtime", path, info.version, major, info.minor)
+    except BufferError:
+        pass  # no HIP runtime loaded
+
+
+def build_paths() -> None:
+    include: str = dlsync.get_include()
+    dirs: List[str] = dlsync.get_library_dirs()
+    libraries: List[str] = dlsync.get_libraries()
+    assert os.path.isfile(os.path.join(include, "dlsync", "dlsync.h"))
+    assert os.path.isfile(os.path.join(include, "dlsync.pxd"))
+    assert os.path.isfile(os.path.join(include, "dlsync_testing.h"))
+    assert any(os.path.isfile(os.path.join(d, "libdlsync.a")) for d in dirs)
+    assert "dlsync" in libraries
+
+
+def simulated() -> None:
+    types: Tuple[int, ...] = dlsync.testing.CUDA_DEVICE_TYPES + dlsync.testing.ROCM_DEVICE_TYPES
+    assert len(types) == 5
+    with dlsync.testing.SimulatedDevice(jitter_us=10, seed=2) as sim:
+        a: dlsync.testing.Stream = sim.stream()
+        b = sim.stream(non_blocking=True)
+        x = Array(bytearray(64), a)
+        sim.write(a, x.data, 1)
+        x.__dlpack__(stream=b.handle)
+        dlsync.push_dep((2, 0), b, a)
+        with dlsync.Group((2, 0), sim.legacy_stream) as group:
+            group.add(a)
+            group.add(b.handle, (2, 0))
+        dlsync.group_wait((2, 0), a, [b, ((2, 0), sim.per_thread_stream)])
+        gate: dlsync.testing.Gate = sim.hold(b)
+        gate.release()
+        sim.copy(b, x.data, bytearray(64))
+        capsule: object = sim.backend_capsule
+        assert capsule is not None
+        sim.synchronize()
+        sim.host_read(x.data)
+        a.synchronize()
+        b.begin_capture("thread_local")
+        assert b.is_capturing
+        nodes: Optional[Tuple[int, int]] = b.end_capture()
+        assert nodes == (0, 0), nodes
+        sim.set_device(1)
+        other = sim.stream(device=1)
+        other.destroy()
+        sim.set_device(0)
+        count: int = sim.race_count
+        report: str = sim.race_report()
+        assert count == 0, report
+        sim.assert_no_races()
+    rocm = dlsync.testing.SimulatedDevice(dlsync.testing.ROCM_DEVICE_TYPES).open()
+    rocm.close(check=True)
+
+
+if __name__ == "__main__":
+    conventions()
+    build_paths()
+    simulated()
+    print("typing_user: dlsync", dlsync.__version__)

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+// The C++ form of macros.c.
+#include "macros.c"
