@@ -13,13 +13,10 @@
 #include "cuda_api.h"
 #include "loader.h"
 
-static const char *const cuda_sonames[] = {"libcudart.so.13", "libcudart.so.12", NULL};
-
 static int resolve(dl_sync__runtime *rt);
 
 static dl_sync__runtime runtime = {.family = "CUDA runtime",
                                    .env = "DL_SYNC_CUDART",
-                                   .sonames = cuda_sonames,
                                    .file_prefix = "libcudart.so",
                                    .version_call = "cudaRuntimeGetVersion",
                                    .resolve = resolve,

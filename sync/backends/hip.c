@@ -20,14 +20,10 @@
 #include "hip_api.h"
 #include "loader.h"
 
-static const char *const hip_sonames[] = {"libamdhip64.so.7", "libamdhip64.so.6",
-                                          "libamdhip64.so.5", NULL};
-
 static int resolve(dl_sync__runtime *rt);
 
 static dl_sync__runtime runtime = {.family = "HIP runtime",
                                    .env = "DL_SYNC_HIP",
-                                   .sonames = hip_sonames,
                                    .file_prefix = "libamdhip64",
                                    .version_call = "hipRuntimeGetVersion",
                                    .resolve = resolve,

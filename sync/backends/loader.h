@@ -24,7 +24,7 @@ typedef struct dl_sync__runtime dl_sync__runtime;
 struct dl_sync__runtime {
   const char *family;         /* "CUDA driver", "CUDA runtime", "HIP runtime": for messages */
   const char *env;            /* the override variable, e.g. "DL_SYNC_CUDART" */
-  const char *const *sonames; /* what the library is called, newest first, NULL-terminated */
+  const char *const *sonames; /* a loadable library's SONAMEs, NULL-terminated; else NULL */
   const char *file_prefix;    /* a loaded object whose file name starts so is one */
   int loadable;               /* the driver: loaded by SONAME when the process has none */
   const char *version_call;   /* an entry point every version has, e.g. cuDriverGetVersion */

@@ -23,6 +23,26 @@
 
 #include "sim_internal.h"
 
+/* A static copy built with a sanitizer leaves the program's definitions alone: linked into
+   the same program, the sanitizer's must stay the ones every thread is created through
+   (it registers each thread, whose stack its leak checker scans). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer) || __has_feature(hwaddress_sanitizer)
+#define DL_SYNC__SIM_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DL_SYNC__SIM_SANITIZED 1
+#endif
+/* Without the interceptors (above) the helpers below serve nothing. */
+#if defined(DL_SYNC_BUILDING_SHARED) || !defined(DL_SYNC__SIM_SANITIZED)
+#define DL_SYNC__SIM_INTERCEPTS 1
+#define DL_SYNC__SIM_HELPER
+#else
+#define DL_SYNC__SIM_HELPER __attribute__((unused))
+#endif
+
 typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int join_fn(pthread_t, void **);
 
@@ -34,7 +54,7 @@ struct sim_thread_exit {
 
 static create_fn *next_create;
 static join_fn *next_join;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+DL_SYNC__SIM_HELPER static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t birth_key;
 static int key_made;
 
@@ -64,8 +84,8 @@ void dl_sync__sim_own_thread_call(int own) {
   own_thread_call = own;
 }
 
-static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                               void *(*start)(void *), void *arg) {
+DL_SYNC__SIM_HELPER static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                   void *(*start)(void *), void *arg) {
   create_fn *create = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
   if (create == NULL) {
     create = (create_fn *)next_symbol("pthread_create");
@@ -74,7 +94,7 @@ static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   return create(thread, attr, start, arg);
 }
 
-static int next_pthread_join(pthread_t thread, void **result) {
+DL_SYNC__SIM_HELPER static int next_pthread_join(pthread_t thread, void **result) {
   join_fn *join = __atomic_load_n(&next_join, __ATOMIC_ACQUIRE);
   if (join == NULL) {
     join = (join_fn *)next_symbol("pthread_join");
@@ -121,7 +141,7 @@ static void thread_exit(void *object) {
   free(birth);
 }
 
-static void make_key(void) {
+DL_SYNC__SIM_HELPER static void make_key(void) {
   key_made = pthread_key_create(&birth_key, thread_exit) == 0;
 }
 
@@ -133,7 +153,7 @@ __attribute__((destructor)) static void forget_key(void) {
 }
 
 /* Removes and returns the record thread filed when it exited, or NULL (lock held). */
-static struct sim_thread_exit *take_exit(pthread_t thread) {
+DL_SYNC__SIM_HELPER static struct sim_thread_exit *take_exit(pthread_t thread) {
   for (struct sim_thread_exit **link = &dl_sync__sim.thread_exits; *link != NULL;
        link = &(*link)->next)
     if (pthread_equal((*link)->thread, thread)) {
@@ -152,6 +172,7 @@ void dl_sync__sim_thread_exits_free(void) {
   }
 }
 
+#if defined(DL_SYNC__SIM_INTERCEPTS)
 DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                      void *(*start)(void *), void *arg) {
   if (own_thread_call) return next_pthread_create(thread, attr, start, arg);
@@ -195,3 +216,4 @@ DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **resu
   free(record);
   return 0;
 }
+#endif

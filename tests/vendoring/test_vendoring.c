@@ -219,6 +219,9 @@ static void test_the_copies_are_distinct_and_visible(void **state) {
   assert_int_equal(a->tensor_events_visible(), 1);
   assert_int_equal(b->tensor_events_visible(), 1);
   assert_int_equal(hidden->tensor_events_visible(), 0);
+  /* Both deleters must be visible: one alone leaves the other kind of tensor unknown. */
+  const vendored_dlsync *half = load_copy(COPY_HALF_VISIBLE);
+  assert_int_equal(half->tensor_events_visible(), 0);
 }
 
 /* A writes on its stream and records the tensor's event; B waits (or not) on its own. */
