@@ -40,7 +40,7 @@ static inline int dl_sync__named(const char *func, int status) {
   return status >= 0 ? status : dl_sync__name_failure(func, status);
 }
 
-/* device.c: device families, validation and the current-device guard. */
+/* device_type.c: device types' names and stream families. */
 enum {
   DL_SYNC__FAMILY_UNKNOWN = -1,
   DL_SYNC__FAMILY_NONE,
@@ -52,6 +52,8 @@ int dl_sync__family(int32_t device_type);
 #define DL_SYNC__CUDA_TYPES ((1u << kDLCUDA) | (1u << kDLCUDAHost) | (1u << kDLCUDAManaged))
 #define DL_SYNC__ROCM_TYPES ((1u << kDLROCM) | (1u << kDLROCMHost))
 const char *dl_sync__device_type_name(int32_t device_type);
+
+/* device.c: validation, stream identity and the current-device guard. */
 /* EINVAL naming `what` unless device has a known type and an id in range. */
 int dl_sync__check_device(const char *what, DLDevice device);
 /* The handle as dl_sync_stream_view canonicalizes it. */
@@ -188,6 +190,9 @@ int dl_sync__dep_order(dl_sync__dep *d);
 void dl_sync__tensor_event_deleter(DLManagedTensorVersioned *tensor);
 void dl_sync__legacy_tensor_event_deleter(DLManagedTensor *tensor);
 
+/* tensor_recognize.c: what deleter is, judged now (uncached): the ABI major of a
+   versioned deleter of any copy (legacy: its negation), 0 for any other. */
+int dl_sync__deleter_verdict(uintptr_t deleter);
 /* tensor_recognize.c: the ABI major of a dlsync deleter of any copy in the process
    (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
 int dl_sync__deleter_major(uintptr_t deleter, int legacy);

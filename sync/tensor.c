@@ -405,3 +405,11 @@ int dl_sync_tensor_has_event(const DLManagedTensorVersioned *tensor) {
 int dl_sync_legacy_tensor_has_event(const DLManagedTensor *tensor) {
   return dl_sync__named("dl_sync_legacy_tensor_has_event", has_event(tensor, 1));
 }
+
+int dl_sync_tensor_events_visible(void) {
+  /* Uncached on purpose: a framework asks once, and the answer must be this copy's. */
+  return dl_sync__deleter_verdict((uintptr_t)dl_sync__tensor_event_deleter) ==
+             DL_SYNC_TENSOR_EVENT_ABI_MAJOR &&
+         dl_sync__deleter_verdict((uintptr_t)dl_sync__legacy_tensor_event_deleter) ==
+             -DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
+}

@@ -43,7 +43,7 @@ static int major_after(const char *name, const char *prefix, size_t prefix_lengt
 
 /* The verdict for an address: +major for a versioned deleter, -major for a legacy one,
    0 for anything else. */
-static int32_t verdict_of(uintptr_t address) {
+int dl_sync__deleter_verdict(uintptr_t address) {
 #if DL_SYNC__HAVE_DLADDR
   Dl_info info;
   /* dladdr names the nearest exported symbol at or below the address: only an exact
@@ -99,14 +99,8 @@ static int32_t cache_insert(uintptr_t address, int32_t verdict) {
 int dl_sync__deleter_major(uintptr_t deleter, int legacy) {
   if (deleter == 0) return 0;
   int32_t verdict;
-  if (!cache_find(deleter, &verdict)) verdict = cache_insert(deleter, verdict_of(deleter));
+  if (!cache_find(deleter, &verdict))
+    verdict = cache_insert(deleter, dl_sync__deleter_verdict(deleter));
   if (legacy) return verdict < 0 ? -verdict : 0;
   return verdict > 0 ? verdict : 0;
-}
-
-int dl_sync_tensor_events_visible(void) {
-  /* Uncached on purpose: a framework asks once, and the answer must be this copy's. */
-  return verdict_of((uintptr_t)dl_sync__tensor_event_deleter) == DL_SYNC_TENSOR_EVENT_ABI_MAJOR &&
-         verdict_of((uintptr_t)dl_sync__legacy_tensor_event_deleter) ==
-             -DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
 }
