@@ -147,7 +147,8 @@ typedef struct later_job {
 
 static void *check_later(void *arg) {
   later_job *job = arg;
-  /* The race checker cannot see pthread_create and pthread_join: say what they order. */
+  /* dlsync_sim orders pthread_create and pthread_join by itself; a build whose simulator
+     cannot (a static one under a sanitizer) is told what they order. */
   dl_sync_sim_host_acquire(job->handoff);
   if (sync_enabled) {
     printf("  B  (another thread) waits on the tensor's event on B.side\n");
