@@ -48,6 +48,7 @@ typedef int (*event_create_fn)(void **event, unsigned flags);
 typedef int (*event_destroy_fn)(void *event);
 typedef long (*counter_fn)(const char *name);
 typedef int (*external_waits_fn)(const void *graph);
+typedef int (*handle_fn)(void *handle); /* stream, event and graph destroy */
 
 /* The runtime's own entry point prefix + name, e.g. "cuda" "StreamCreate". */
 static void *entry(const char *name) {
@@ -66,19 +67,165 @@ static long counter(const char *name) {
   return read(name);
 }
 
+/* The CUDA driver's entry points, for the driver family (test_runtimes driver ...). */
+
+typedef int (*cu_proc_address_fn)(const char *symbol, void **pfn, int version, uint64_t flags,
+                                  int *status);
+typedef int (*cu_init_fn)(unsigned flags);
+typedef int (*cu_context_fn)(void *context);      /* cuCtxSetCurrent, cuCtxDestroy */
+typedef int (*cu_context_out_fn)(void **context); /* cuCtxGetCurrent, cuCtxPopCurrent */
+typedef int (*cu_primary_retain_fn)(void **context, int device);
+typedef int (*cu_ctx_create_fn)(void **context, unsigned flags, int device);
+typedef int (*cu_stream_create_fn)(void **stream, unsigned flags);
+typedef int (*cu_begin_capture_fn)(void *stream, int mode);
+typedef int (*cu_end_capture_fn)(void *stream, void **graph);
+typedef int (*cu_is_capturing_fn)(void *stream, int *status);
+typedef int (*cu_event_create_fn)(void **event, unsigned flags);
+typedef int (*cu_record_fn)(void *event, void *stream);
+typedef int (*cu_wait_fn)(void *stream, void *event, unsigned flags);
+typedef int (*fake_last_fn)(const char *op, void **context);
+
+/* The API version dlsync asks for; cuCtxCreate's 3-argument ABI is its 3020 one (the
+   12000 one takes execution-affinity parameters). */
+enum { CU_API = 12000, CU_CTX_CREATE_API = 3020, CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 };
+enum { CU_STREAM_DEFAULT_KIND = 0, CU_LEGACY_KIND = 1, CU_PER_THREAD_KIND = 2 };
+
+static void *primary0, *primary1;
+static long suite_inits;
+
+static void *cu_entry(const char *name, int version) {
+  cu_proc_address_fn lookup = (cu_proc_address_fn)dlsym(runtime, "cuGetProcAddress_v2");
+  if (lookup == NULL) fail_msg("the driver lacks cuGetProcAddress_v2");
+  void *address = NULL;
+  int found = -1;
+  int code = lookup(name, &address, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found);
+  if (code != 0 || address == NULL)
+    fail_msg("cuGetProcAddress_v2(%s, %d): %d, symbol status %d", name, version, code, found);
+  return address;
+}
+
+#define CU(type, name, ...) ((type)cu_entry(name, CU_API))(__VA_ARGS__)
+#define CU_OK(type, name, ...) assert_int_equal(CU(type, name, __VA_ARGS__), 0)
+
+static void *cu_current(void) {
+  void *context = (void *)1;
+  CU_OK(cu_context_out_fn, "cuCtxGetCurrent", &context);
+  return context;
+}
+
+static void cu_set_current(void *context) {
+  CU_OK(cu_context_fn, "cuCtxSetCurrent", context);
+}
+
+/* A stream of the current context. */
+static void *cu_new_stream(void) {
+  void *stream = NULL;
+  CU_OK(cu_stream_create_fn, "cuStreamCreate", &stream, 0u);
+  return stream;
+}
+
+/* A stream of context; the current context is left as it was. */
+static void *cu_stream_in(void *context) {
+  void *was = cu_current();
+  cu_set_current(context);
+  void *stream = cu_new_stream();
+  cu_set_current(was);
+  return stream;
+}
+
+static void cu_free_stream(void *stream) {
+  CU_OK(handle_fn, "cuStreamDestroy", stream);
+}
+
+/* A context made by cuCtxCreate on device; the current context is left as it was. */
+static void *cu_new_context(int device) {
+  void *context = NULL, *popped = NULL;
+  assert_int_equal(
+      ((cu_ctx_create_fn)cu_entry("cuCtxCreate", CU_CTX_CREATE_API))(&context, 0u, device), 0);
+  CU_OK(cu_context_out_fn, "cuCtxPopCurrent", &popped);
+  assert_ptr_equal(popped, context);
+  return context;
+}
+
+static int cu_capture_status(void *stream) {
+  int status = -1;
+  CU_OK(cu_is_capturing_fn, "cuStreamIsCapturing", stream, &status);
+  return status;
+}
+
+static void cu_begin_capture(void *stream) {
+  CU_OK(cu_begin_capture_fn, "cuStreamBeginCapture", stream, 0);
+}
+
+static void cu_end_capture(void *stream, int expect_graph) {
+  void *graph = NULL;
+  int code = CU(cu_end_capture_fn, "cuStreamEndCapture", stream, &graph);
+  if (expect_graph) {
+    assert_int_equal(code, 0);
+    assert_non_null(graph);
+  }
+  if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
+}
+
+/* Begins a capture on a and pulls b into it, as a framework forks work in a capture. */
+static void cu_capture_both(void *a, void *b) {
+  cu_begin_capture(a);
+  void *fork = NULL;
+  CU_OK(cu_event_create_fn, "cuEventCreate", &fork, 2u);
+  CU_OK(cu_record_fn, "cuEventRecord", fork, a);
+  CU_OK(cu_wait_fn, "cuStreamWaitEvent", b, fork, 0u);
+  CU_OK(handle_fn, "cuEventDestroy", fork);
+}
+
+/* Where the driver's last record or wait went: its kind (CU_*_KIND), context in *context. */
+static int cu_last(const char *op, void **context) {
+  fake_last_fn last = (fake_last_fn)dlsym(runtime, "fake_cuda_last");
+  assert_non_null(last);
+  return last(op, context);
+}
+
+static void assert_last(const char *op, int kind, void *context) {
+  void *where = NULL;
+  int got = cu_last(op, &where);
+  if (got != kind || where != context)
+    fail_msg("the last %s went to a stream of kind %d in context %p, expected kind %d in %p", op,
+             got, where, kind, context);
+}
+
+/* The suite's own calls on the library under test: the runtime's, or the driver's. */
 static void *new_stream(void) {
+  if (driver) return cu_new_stream();
   void *stream = NULL;
   assert_int_equal(CALL(stream_create_fn, "StreamCreate", &stream), 0);
   return stream;
 }
 
+static void free_stream(void *stream) {
+  if (driver)
+    cu_free_stream(stream);
+  else
+    assert_int_equal(CALL(handle_fn, "StreamDestroy", stream), 0);
+}
+
+static void begin_capture(void *stream) {
+  if (driver)
+    cu_begin_capture(stream);
+  else
+    assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", stream, 0), 0);
+}
+
 static int capture_status(void *stream) {
+  if (driver) return cu_capture_status(stream);
   int status = -1;
   assert_int_equal(CALL(is_capturing_fn, "StreamIsCapturing", stream, &status), 0);
   return status;
 }
 
 static void end_capture(void *stream, int expect_graph) {
+  if (driver) {
+    cu_end_capture(stream, expect_graph);
+    return;
+  }
   void *graph = NULL;
   CALL(capture_end_fn, "StreamEndCapture", stream, &graph);
   CALL(last_error_fn, "GetLastError");
@@ -86,14 +233,45 @@ static void end_capture(void *stream, int expect_graph) {
   if (graph != NULL) CALL(graph_destroy_fn, "GraphDestroy", graph);
 }
 
+/* Ends the capture on stream, which must succeed; its graph. */
+static void *end_capture_graph(void *stream) {
+  void *graph = NULL;
+  if (driver)
+    CU_OK(capture_end_fn, "cuStreamEndCapture", stream, &graph);
+  else
+    assert_int_equal(CALL(capture_end_fn, "StreamEndCapture", stream, &graph), 0);
+  assert_non_null(graph);
+  return graph;
+}
+
+static void destroy_graph(void *graph) {
+  if (driver)
+    CU_OK(handle_fn, "cuGraphDestroy", graph);
+  else
+    assert_int_equal(CALL(graph_destroy_fn, "GraphDestroy", graph), 0);
+}
+
 /* Begins a capture on a and pulls b into it, as a framework forks work in a capture. */
 static void capture_both(void *a, void *b) {
-  assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", a, 0), 0);
+  if (driver) {
+    cu_capture_both(a, b);
+    return;
+  }
+  begin_capture(a);
   void *fork = NULL;
   assert_int_equal(CALL(event_create_fn, "EventCreateWithFlags", &fork, 2u), 0);
   assert_int_equal(CALL(record_fn, "EventRecord", fork, a), 0);
   assert_int_equal(CALL(wait_fn, "StreamWaitEvent", b, fork, 0u), 0);
   assert_int_equal(CALL(event_destroy_fn, "EventDestroy", fork), 0);
+}
+
+/* Makes device current as the suite's framework would: the runtime's set-device, or the
+   device's primary context. */
+static void use_device(int device) {
+  if (driver)
+    cu_set_current(device == 0 ? primary0 : primary1);
+  else
+    assert_int_equal(CALL(set_device_fn, "SetDevice", device), 0);
 }
 
 static dl_sync_stream on(DLDevice device, void *handle) {
@@ -125,7 +303,8 @@ static void test_reports_the_runtime_it_loaded(void **state) {
   assert_string_equal(info.path, getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP"));
   assert_int_equal(info.major, cuda ? expected_version / 1000 : expected_version / 10000000);
   /* CUDA 12030 is 12.3; HIP 50422804 is 5.4 (patch 22804): decoded here on their own. */
-  assert_int_equal(info.minor, cuda ? expected_version / 10 % 100 : expected_version % 10000000 / 100000);
+  assert_int_equal(info.minor,
+                   cuda ? expected_version / 10 % 100 : expected_version % 10000000 / 100000);
 }
 
 /* One export per stream argument: the calls it costs on the runtime. */
@@ -155,8 +334,9 @@ static void test_stream_argument_table(void **state) {
         {"another stream", dl_sync_stream_arg_int((int64_t)(intptr_t)b), DL_SYNC_OK, 1},
         {"the same stream", dl_sync_stream_arg_int((int64_t)(intptr_t)a), DL_SYNC_OK, 0},
     };
-  struct row *rows = cuda ? rows_cuda : rows_hip;
-  size_t count = cuda ? sizeof rows_cuda / sizeof *rows : sizeof rows_hip / sizeof *rows;
+  int cuda_rows = cuda || driver;
+  struct row *rows = cuda_rows ? rows_cuda : rows_hip;
+  size_t count = cuda_rows ? sizeof rows_cuda / sizeof *rows : sizeof rows_hip / sizeof *rows;
   for (size_t i = 0; i < count; i++) {
     long records = counter("event_record"), waits = counter("stream_wait");
     int status = dl_sync_export(on(dev0, a), rows[i].arg);
@@ -166,6 +346,12 @@ static void test_stream_argument_table(void **state) {
     assert_int_equal(counter("event_record") - records, rows[i].records);
     assert_int_equal(counter("stream_wait") - waits, rows[i].records);
   }
+  if (driver) {
+    assert_last("wait", CU_STREAM_DEFAULT_KIND, primary0); /* the last synchronized row: b */
+    assert_ptr_equal(cu_current(), primary0);
+  }
+  free_stream(a);
+  free_stream(b);
 }
 
 /* Steady state: one record and one wait per export, no event made, none queried (a HIP
@@ -176,15 +362,22 @@ static void test_steady_state_is_one_record_and_one_wait(void **state) {
   DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
   long created = counter("event_create"), records = counter("event_record"),
        waits = counter("stream_wait"), queries = counter("event_query");
+  long switches = driver ? counter("ctx_set_current") : 0,
+       lookups = driver ? counter("stream_get_ctx") : 0;
   for (int i = 0; i < 100; i++) {
     DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
     DL_OK(dl_sync_push_dep(on(dev0, b), on(dev0, a)));
   }
+  if (driver)
+    print_message("200 orderings: %ld cuCtxSetCurrent, %ld cuStreamGetCtx\n",
+                  counter("ctx_set_current") - switches, counter("stream_get_ctx") - lookups);
   assert_int_equal(counter("event_create") - created, 0);
   assert_int_equal(counter("event_record") - records, 200);
   assert_int_equal(counter("stream_wait") - waits, 200);
   assert_int_equal(counter("event_query") - queries, 0);
   assert_int_equal(counter("timing_events"), 0);
+  free_stream(a);
+  free_stream(b);
 }
 
 /* Capture rows. Same capture: ordered inside the graph, and the capture survives even
@@ -199,71 +392,87 @@ static void test_capture_same_graph_survives_a_warm_pool(void **state) {
   assert_int_equal(capture_status(a), 1);
   assert_int_equal(capture_status(b), 1);
   end_capture(a, 1);
+  free_stream(a);
+  free_stream(b);
 }
 
 static void test_capture_two_graphs_are_refused_and_both_survive(void **state) {
   (void)state;
   void *a = new_stream(), *c = new_stream();
-  assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", a, 0), 0);
-  assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", c, 0), 0);
+  begin_capture(a);
+  begin_capture(c);
   assert_int_equal(dl_sync_push_dep(on(dev0, a), on(dev0, c)), DL_SYNC_ECAPTURE);
   assert_error_mentions("two different graphs");
   assert_int_equal(capture_status(a), 1);
   assert_int_equal(capture_status(c), 1);
   end_capture(a, 1);
   end_capture(c, 1);
+  free_stream(a);
+  free_stream(c);
 }
 
 static int has_external_waits(void) {
-  return cuda || expected_version >= 70000000;
+  return cuda || driver || expected_version >= 70000000;
 }
 
 /* Producer not capturing, consumer capturing: an external wait node in the consumer's
-   graph, which owns the event until it is destroyed. Without external waits (ROCm before
-   6.4.2) a plain wait would silently drop the dependency: ENOTSUP, capture untouched. */
+   graph, which owns the event until it is destroyed (the driver's user-object destructor
+   makes no driver call). Without external waits (ROCm before 6.4.2) a plain wait would
+   silently drop the dependency: ENOTSUP, capture untouched. */
 static void test_capture_external_wait_is_owned_by_the_graph(void **state) {
   (void)state;
   void *a = new_stream(), *b = new_stream();
-  assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", b, 0), 0);
+  long destructor_calls = driver ? counter("destructor_calls") : 0;
+  begin_capture(b);
   int status = dl_sync_push_dep(on(dev0, a), on(dev0, b));
   if (!has_external_waits()) {
     assert_int_equal(status, DL_SYNC_ENOTSUP);
     assert_error_mentions("external event-wait nodes");
     assert_int_equal(capture_status(b), 1);
     end_capture(b, 1);
+    free_stream(a);
+    free_stream(b);
     return;
   }
   if (status != DL_SYNC_OK) fail_msg("%s", dl_sync_last_error());
   assert_int_equal(capture_status(b), 1);
-  void *graph = NULL;
-  assert_int_equal(CALL(capture_end_fn, "StreamEndCapture", b, &graph), 0);
-  assert_non_null(graph);
+  void *graph = end_capture_graph(b);
   external_waits_fn external_waits =
       (external_waits_fn)dlsym(runtime, "fake_gpu_graph_external_waits");
   assert_int_equal(external_waits(graph), 1);
   dl_sync_pool_stats stats;
   DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
   assert_int_equal(stats.outstanding, 1);
-  assert_int_equal(CALL(graph_destroy_fn, "GraphDestroy", graph), 0);
+  destroy_graph(graph);
   assert_int_equal(counter("user_objects_live"), 0);
+  if (driver) assert_int_equal(counter("destructor_calls") - destructor_calls, 0);
   DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
   assert_int_equal(stats.outstanding, 0);
+  free_stream(a);
+  free_stream(b);
 }
 
 /* The consumer is the per-thread default stream of device 1, capturing: the graph user
-   object must be made while device 1 is current, where that handle names it. */
+   object must be made (and, on the driver, the capture state read and the wait made) while
+   device 1 is current, where that handle names it. */
 static void test_capture_external_wait_on_another_devices_default_stream(void **state) {
   (void)state;
   if (!has_external_waits()) skip();
   void *a = new_stream();
-  assert_int_equal(CALL(set_device_fn, "SetDevice", 1), 0);
-  assert_int_equal(CALL(capture_begin_fn, "StreamBeginCapture", (void *)2, 0), 0);
-  assert_int_equal(CALL(set_device_fn, "SetDevice", 0), 0);
+  use_device(1);
+  begin_capture(DL_SYNC_STREAM_PER_THREAD);
+  use_device(0);
   DL_OK(dl_sync_push_dep(on(dev0, a), on(dev1, DL_SYNC_STREAM_PER_THREAD)));
-  assert_int_equal(CALL(set_device_fn, "SetDevice", 1), 0);
-  assert_int_equal(capture_status((void *)2), 1);
-  end_capture((void *)2, 1);
-  assert_int_equal(CALL(set_device_fn, "SetDevice", 0), 0);
+  if (driver) {
+    assert_ptr_equal(cu_current(), primary0);
+    assert_last("wait", CU_PER_THREAD_KIND, primary1);
+  }
+  use_device(1);
+  assert_int_equal(capture_status(DL_SYNC_STREAM_PER_THREAD), 1);
+  end_capture(DL_SYNC_STREAM_PER_THREAD, 1);
+  use_device(0);
+  assert_int_equal(counter("user_objects_live"), 0);
+  free_stream(a);
 }
 
 static void test_capture_legacy_consumer_of_a_capturing_producer_is_refused(void **state) {
@@ -274,6 +483,8 @@ static void test_capture_legacy_consumer_of_a_capturing_producer_is_refused(void
   assert_error_mentions("legacy default stream");
   assert_int_equal(capture_status(a), 1);
   end_capture(a, 1);
+  free_stream(a);
+  free_stream(b);
 }
 
 /* A failure dlsync reports as a status is not left behind as the thread's last runtime
@@ -356,131 +567,7 @@ static void test_found_the_expected_runtime(void **state) {
   if (getenv("TEST_LOAD_FIRST") != NULL) assert_string_equal(info.path, getenv("TEST_LOAD_FIRST"));
 }
 
-/* ---- the CUDA driver (test_runtimes driver ...) ------------------------------------- */
-
-typedef int (*cu_proc_address_fn)(const char *symbol, void **pfn, int version, uint64_t flags,
-                                  int *status);
-typedef int (*cu_init_fn)(unsigned flags);
-typedef int (*cu_context_fn)(void *context);      /* cuCtxSetCurrent, cuCtxDestroy */
-typedef int (*cu_context_out_fn)(void **context); /* cuCtxGetCurrent, cuCtxPopCurrent */
-typedef int (*cu_primary_retain_fn)(void **context, int device);
-typedef int (*cu_ctx_create_fn)(void **context, unsigned flags, int device);
-typedef int (*cu_stream_create_fn)(void **stream, unsigned flags);
-typedef int (*cu_handle_fn)(void *handle); /* cuStreamDestroy, cuEventDestroy, cuGraphDestroy */
-typedef int (*cu_begin_capture_fn)(void *stream, int mode);
-typedef int (*cu_end_capture_fn)(void *stream, void **graph);
-typedef int (*cu_is_capturing_fn)(void *stream, int *status);
-typedef int (*cu_event_create_fn)(void **event, unsigned flags);
-typedef int (*cu_record_fn)(void *event, void *stream);
-typedef int (*cu_wait_fn)(void *stream, void *event, unsigned flags);
-typedef int (*fake_last_fn)(const char *op, void **context);
-
-/* The API version dlsync asks for; cuCtxCreate's 3-argument ABI is its 3020 one (the
-   12000 one takes execution-affinity parameters). */
-enum { CU_API = 12000, CU_CTX_CREATE_API = 3020, CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 };
-enum { CU_STREAM_DEFAULT_KIND = 0, CU_LEGACY_KIND = 1, CU_PER_THREAD_KIND = 2 };
-
-static void *primary0, *primary1;
-static long suite_inits;
-
-static void *cu_entry(const char *name, int version) {
-  cu_proc_address_fn lookup = (cu_proc_address_fn)dlsym(runtime, "cuGetProcAddress_v2");
-  if (lookup == NULL) fail_msg("the driver lacks cuGetProcAddress_v2");
-  void *address = NULL;
-  int found = -1;
-  int code = lookup(name, &address, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found);
-  if (code != 0 || address == NULL)
-    fail_msg("cuGetProcAddress_v2(%s, %d): %d, symbol status %d", name, version, code, found);
-  return address;
-}
-
-#define CU(type, name, ...) ((type)cu_entry(name, CU_API))(__VA_ARGS__)
-#define CU_OK(type, name, ...) assert_int_equal(CU(type, name, __VA_ARGS__), 0)
-
-static void *cu_current(void) {
-  void *context = (void *)1;
-  CU_OK(cu_context_out_fn, "cuCtxGetCurrent", &context);
-  return context;
-}
-
-static void cu_set_current(void *context) {
-  CU_OK(cu_context_fn, "cuCtxSetCurrent", context);
-}
-
-/* A stream of the current context. */
-static void *cu_new_stream(void) {
-  void *stream = NULL;
-  CU_OK(cu_stream_create_fn, "cuStreamCreate", &stream, 0u);
-  return stream;
-}
-
-/* A stream of context; the current context is left as it was. */
-static void *cu_stream_in(void *context) {
-  void *was = cu_current();
-  cu_set_current(context);
-  void *stream = cu_new_stream();
-  cu_set_current(was);
-  return stream;
-}
-
-static void cu_free_stream(void *stream) {
-  CU_OK(cu_handle_fn, "cuStreamDestroy", stream);
-}
-
-/* A context made by cuCtxCreate on device; the current context is left as it was. */
-static void *cu_new_context(int device) {
-  void *context = NULL, *popped = NULL;
-  assert_int_equal(
-      ((cu_ctx_create_fn)cu_entry("cuCtxCreate", CU_CTX_CREATE_API))(&context, 0u, device), 0);
-  CU_OK(cu_context_out_fn, "cuCtxPopCurrent", &popped);
-  assert_ptr_equal(popped, context);
-  return context;
-}
-
-static int cu_capture_status(void *stream) {
-  int status = -1;
-  CU_OK(cu_is_capturing_fn, "cuStreamIsCapturing", stream, &status);
-  return status;
-}
-
-static void cu_begin_capture(void *stream) {
-  CU_OK(cu_begin_capture_fn, "cuStreamBeginCapture", stream, 0);
-}
-
-static void cu_end_capture(void *stream, int expect_graph) {
-  void *graph = NULL;
-  int code = CU(cu_end_capture_fn, "cuStreamEndCapture", stream, &graph);
-  if (expect_graph) {
-    assert_int_equal(code, 0);
-    assert_non_null(graph);
-  }
-  if (graph != NULL) CU_OK(cu_handle_fn, "cuGraphDestroy", graph);
-}
-
-/* Begins a capture on a and pulls b into it, as a framework forks work in a capture. */
-static void cu_capture_both(void *a, void *b) {
-  cu_begin_capture(a);
-  void *fork = NULL;
-  CU_OK(cu_event_create_fn, "cuEventCreate", &fork, 2u);
-  CU_OK(cu_record_fn, "cuEventRecord", fork, a);
-  CU_OK(cu_wait_fn, "cuStreamWaitEvent", b, fork, 0u);
-  CU_OK(cu_handle_fn, "cuEventDestroy", fork);
-}
-
-/* Where the driver's last record or wait went: its kind (CU_*_KIND), context in *context. */
-static int cu_last(const char *op, void **context) {
-  fake_last_fn last = (fake_last_fn)dlsym(runtime, "fake_cuda_last");
-  assert_non_null(last);
-  return last(op, context);
-}
-
-static void assert_last(const char *op, int kind, void *context) {
-  void *where = NULL;
-  int got = cu_last(op, &where);
-  if (got != kind || where != context)
-    fail_msg("the last %s went to a stream of kind %d in context %p, expected kind %d in %p", op,
-             got, where, kind, context);
-}
+/* ---- the CUDA driver (test_runtimes driver ...): the shared rows above, and these ---- */
 
 /* What dlsync's first runtime call did, on the main thread with no context current. */
 static struct {
@@ -549,154 +636,6 @@ static void test_driver_reports_the_library(void **state) {
   assert_int_equal(info.version, expected_version);
   assert_int_equal(info.major, expected_version / 1000);
   assert_int_equal(info.minor, expected_version % 1000 / 10);
-}
-
-/* One export per stream argument: the calls it costs on the driver. */
-static void test_driver_stream_argument_table(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *b = cu_new_stream();
-  const struct {
-    const char *what;
-    dl_sync_stream_arg arg;
-    int status;
-    long records; /* = waits */
-  } rows[] = {
-      {"None (legacy)", dl_sync_stream_arg_none(), DL_SYNC_OK, 1},
-      {"-1 (no sync)", dl_sync_stream_arg_int(-1), DL_SYNC_OK, 0},
-      {"0 (ambiguous)", dl_sync_stream_arg_int(0), DL_SYNC_EINVAL, 0},
-      {"1 (legacy)", dl_sync_stream_arg_int(1), DL_SYNC_OK, 1},
-      {"2 (per-thread)", dl_sync_stream_arg_int(2), DL_SYNC_OK, 1},
-      {"another stream", dl_sync_stream_arg_int((int64_t)(intptr_t)b), DL_SYNC_OK, 1},
-      {"the same stream", dl_sync_stream_arg_int((int64_t)(intptr_t)a), DL_SYNC_OK, 0},
-  };
-  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-    long records = counter("event_record"), waits = counter("stream_wait");
-    int status = dl_sync_export(on(dev0, a), rows[i].arg);
-    if (status != rows[i].status)
-      fail_msg("%s: %s, expected %s: %s", rows[i].what, dl_sync_status_name(status),
-               dl_sync_status_name(rows[i].status), dl_sync_last_error());
-    assert_int_equal(counter("event_record") - records, rows[i].records);
-    assert_int_equal(counter("stream_wait") - waits, rows[i].records);
-  }
-  assert_last("wait", CU_STREAM_DEFAULT_KIND, primary0); /* the last synchronized row: b */
-  assert_ptr_equal(cu_current(), primary0);
-  cu_free_stream(a);
-  cu_free_stream(b);
-}
-
-/* Steady state: one record and one wait per export, no event made, none queried, none
-   with timing. */
-static void test_driver_steady_state_is_one_record_and_one_wait(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *b = cu_new_stream();
-  DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
-  long created = counter("event_create"), records = counter("event_record"),
-       waits = counter("stream_wait"), queries = counter("event_query"),
-       switches = counter("ctx_set_current"), lookups = counter("stream_get_ctx");
-  for (int i = 0; i < 100; i++) {
-    DL_OK(dl_sync_export(on(dev0, a), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
-    DL_OK(dl_sync_push_dep(on(dev0, b), on(dev0, a)));
-  }
-  print_message("200 orderings: %ld cuCtxSetCurrent, %ld cuStreamGetCtx\n",
-                counter("ctx_set_current") - switches, counter("stream_get_ctx") - lookups);
-  assert_int_equal(counter("event_create") - created, 0);
-  assert_int_equal(counter("event_record") - records, 200);
-  assert_int_equal(counter("stream_wait") - waits, 200);
-  assert_int_equal(counter("event_query") - queries, 0);
-  assert_int_equal(counter("timing_events"), 0);
-  cu_free_stream(a);
-  cu_free_stream(b);
-}
-
-/* Capture rows. Same capture: ordered inside the graph, and the capture survives even
-   though the pooled event was last recorded on the producer before it began capturing. */
-static void test_driver_capture_same_graph_survives_a_warm_pool(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *b = cu_new_stream();
-  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b))); /* warm: the pool's event was on a */
-  cu_capture_both(a, b);
-  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b)));
-  DL_OK(dl_sync_push_dep(on(dev0, b), on(dev0, a))); /* the join */
-  assert_int_equal(cu_capture_status(a), 1);
-  assert_int_equal(cu_capture_status(b), 1);
-  cu_end_capture(a, 1);
-  cu_free_stream(a);
-  cu_free_stream(b);
-}
-
-static void test_driver_capture_two_graphs_are_refused_and_both_survive(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *c = cu_new_stream();
-  cu_begin_capture(a);
-  cu_begin_capture(c);
-  assert_int_equal(dl_sync_push_dep(on(dev0, a), on(dev0, c)), DL_SYNC_ECAPTURE);
-  assert_error_mentions("two different graphs");
-  assert_int_equal(cu_capture_status(a), 1);
-  assert_int_equal(cu_capture_status(c), 1);
-  cu_end_capture(a, 1);
-  cu_end_capture(c, 1);
-  cu_free_stream(a);
-  cu_free_stream(c);
-}
-
-/* Producer not capturing, consumer capturing: an external wait node in the consumer's
-   graph, which owns the event until it is destroyed; the graph's user-object destructor
-   makes no driver call. */
-static void test_driver_capture_external_wait_is_owned_by_the_graph(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *b = cu_new_stream();
-  long destructor_calls = counter("destructor_calls");
-  cu_begin_capture(b);
-  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev0, b)));
-  assert_int_equal(cu_capture_status(b), 1);
-  void *graph = NULL;
-  CU_OK(cu_end_capture_fn, "cuStreamEndCapture", b, &graph);
-  assert_non_null(graph);
-  external_waits_fn external_waits =
-      (external_waits_fn)dlsym(runtime, "fake_gpu_graph_external_waits");
-  assert_int_equal(external_waits(graph), 1);
-  dl_sync_pool_stats stats;
-  DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
-  assert_int_equal(stats.outstanding, 1);
-  CU_OK(cu_handle_fn, "cuGraphDestroy", graph);
-  assert_int_equal(counter("user_objects_live"), 0);
-  assert_int_equal(counter("destructor_calls") - destructor_calls, 0);
-  DL_OK(dl_sync_pool_stats_get(backend, 0, &stats));
-  assert_int_equal(stats.outstanding, 0);
-  cu_free_stream(a);
-  cu_free_stream(b);
-}
-
-/* The consumer is the per-thread default stream of device 1, capturing: its capture state
-   and graph are read, and the wait made, with device 1's primary context current, where
-   that handle names it. */
-static void test_driver_capture_external_wait_on_another_devices_default_stream(void **state) {
-  (void)state;
-  void *a = cu_new_stream();
-  cu_set_current(primary1);
-  cu_begin_capture(DL_SYNC_STREAM_PER_THREAD);
-  cu_set_current(primary0);
-  DL_OK(dl_sync_push_dep(on(dev0, a), on(dev1, DL_SYNC_STREAM_PER_THREAD)));
-  assert_ptr_equal(cu_current(), primary0);
-  assert_last("wait", CU_PER_THREAD_KIND, primary1);
-  cu_set_current(primary1);
-  assert_int_equal(cu_capture_status(DL_SYNC_STREAM_PER_THREAD), 1);
-  cu_end_capture(DL_SYNC_STREAM_PER_THREAD, 1);
-  cu_set_current(primary0);
-  assert_int_equal(counter("user_objects_live"), 0);
-  cu_free_stream(a);
-}
-
-static void test_driver_capture_legacy_consumer_of_a_capturing_producer_is_refused(void **state) {
-  (void)state;
-  void *a = cu_new_stream(), *b = cu_new_stream();
-  cu_capture_both(a, b);
-  assert_int_equal(dl_sync_export(on(dev0, a), dl_sync_stream_arg_none()), DL_SYNC_ECAPTURE);
-  assert_error_mentions("legacy default stream");
-  assert_int_equal(cu_capture_status(a), 1);
-  cu_end_capture(a, 1);
-  cu_free_stream(a);
-  cu_free_stream(b);
 }
 
 /* A device the driver does not have: its default streams cannot be named. A plain backend
@@ -927,20 +866,17 @@ static int driver_main(const char *mode) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_driver_first_call_loads_and_initializes_it, driver_teardown),
         cmocka_unit_test_teardown(test_driver_reports_the_library, driver_teardown),
-        cmocka_unit_test_teardown(test_driver_stream_argument_table, driver_teardown),
-        cmocka_unit_test_teardown(test_driver_steady_state_is_one_record_and_one_wait,
+        cmocka_unit_test_teardown(test_stream_argument_table, driver_teardown),
+        cmocka_unit_test_teardown(test_steady_state_is_one_record_and_one_wait, driver_teardown),
+        cmocka_unit_test_teardown(test_capture_same_graph_survives_a_warm_pool, driver_teardown),
+        cmocka_unit_test_teardown(test_capture_two_graphs_are_refused_and_both_survive,
                                   driver_teardown),
-        cmocka_unit_test_teardown(test_driver_capture_same_graph_survives_a_warm_pool,
+        cmocka_unit_test_teardown(test_capture_external_wait_is_owned_by_the_graph,
                                   driver_teardown),
-        cmocka_unit_test_teardown(test_driver_capture_two_graphs_are_refused_and_both_survive,
+        cmocka_unit_test_teardown(test_capture_external_wait_on_another_devices_default_stream,
                                   driver_teardown),
-        cmocka_unit_test_teardown(test_driver_capture_external_wait_is_owned_by_the_graph,
+        cmocka_unit_test_teardown(test_capture_legacy_consumer_of_a_capturing_producer_is_refused,
                                   driver_teardown),
-        cmocka_unit_test_teardown(
-            test_driver_capture_external_wait_on_another_devices_default_stream, driver_teardown),
-        cmocka_unit_test_teardown(
-            test_driver_capture_legacy_consumer_of_a_capturing_producer_is_refused,
-            driver_teardown),
         cmocka_unit_test_teardown(test_driver_bad_device_is_a_backend_error, driver_teardown),
         cmocka_unit_test_teardown(test_driver_context_created_context_stays_current,
                                   driver_teardown),
