@@ -349,7 +349,6 @@ __attribute__((destructor)) static void forget_cache_key(void) {
   cache_key_made = 0;
 }
 
-/* This thread's cache, or NULL when none can be made (the pools then serve directly). */
 /* The thread's first use: its cache joins the list. */
 DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
   if (cache->state == CACHE_GONE) return NULL;
@@ -365,6 +364,7 @@ DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
   return cache;
 }
 
+/* This thread's cache, or NULL when none can be made (the pools then serve directly). */
 static thread_cache *cache_of_this_thread(void) {
   thread_cache *cache = &this_thread;
   return cache->state == CACHE_LIVE ? cache : new_cache(cache);

@@ -194,25 +194,29 @@ int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
   return dl_sync__named(func, order(backend, src, dst, 0));
 }
 
-/* The cases that need no runtime: -1, and the producer's own stream (a handle > 2, which
-   every view leaves as it is), on a valid device of a family with streams. */
+/* A valid device of a family with streams: the stream argument is then read by the table
+   alone. */
+static int streams_on(DLDevice device) {
+  int family = dl_sync__family(device.device_type);
+  return (family == DL_SYNC__FAMILY_CUDA || family == DL_SYNC__FAMILY_ROCM) &&
+         device.device_id >= 0 && device.device_id < DL_SYNC_MAX_DEVICES;
+}
+
+/* The argument names a stream by its handle (> 2), which every view leaves as it is. */
+static int names_a_handle(dl_sync_stream_arg arg) {
+  return !arg.is_none && arg.value > 2 && (uint64_t)arg.value <= UINTPTR_MAX;
+}
+
+/* The cases that need no runtime: -1, and the producer's own stream. */
 static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
-  int family = dl_sync__family(producer.device.device_type);
-  if (family != DL_SYNC__FAMILY_CUDA && family != DL_SYNC__FAMILY_ROCM) return 0;
-  if (producer.device.device_id < 0 || producer.device.device_id >= DL_SYNC_MAX_DEVICES) return 0;
-  return !consumer.is_none &&
-         (consumer.value == -1 ||
-          (consumer.value > 2 && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
+  return streams_on(producer.device) &&
+         ((!consumer.is_none && consumer.value == -1) ||
+          (names_a_handle(consumer) && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
 static int export_through_backend(dl_sync_stream producer, dl_sync_stream_arg consumer) {
   dl_sync_stream consumer_stream = {producer.device, (void *)(uintptr_t)consumer.value};
-  int family = dl_sync__family(producer.device.device_type);
-  int is_handle = (family == DL_SYNC__FAMILY_CUDA || family == DL_SYNC__FAMILY_ROCM) &&
-                  producer.device.device_id >= 0 &&
-                  producer.device.device_id < DL_SYNC_MAX_DEVICES && !consumer.is_none &&
-                  consumer.value > 2 && (uint64_t)consumer.value <= UINTPTR_MAX; /* a handle */
-  if (!is_handle) {
+  if (!streams_on(producer.device) || !names_a_handle(consumer)) {
     int needs_sync = 0;
     int status = dl_sync__stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
     if (status != DL_SYNC_OK || !needs_sync) return status;
