@@ -13,14 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dlsync.h"
-
-typedef struct copy_table {
-  int (*set_backend)(int32_t device_type, const dl_sync_backend *backend);
-  const dl_sync_backend *(*get_backend)(int32_t device_type);
-  const dl_sync_backend *(*cuda_backend)(void);
-  const dl_sync_backend *(*hip_backend)(void);
-} copy_table;
+#include "copy_table.h"
 
 static const copy_table *load(const char *path, int flags) {
   void *handle = dlopen(path, RTLD_NOW | flags);
