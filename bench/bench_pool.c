@@ -58,8 +58,8 @@ static atomic_int pool_go;
 static void *time_pool(void *arg) {
   pool_run *r = arg;
   enum { POOL_OPS = 1000000 };
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, &null_backend);
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, &null_backend);
   while (!atomic_load(&pool_go)) {
   }
   double cpu_start = thread_cpu_ns();
@@ -68,7 +68,7 @@ static void *time_pool(void *arg) {
     void *event;
     if (r->cached) {
       dl_sync__borrowed borrowed;
-      dl_sync__pool_borrow(&null_backend, r->device, NULL, &guard, &borrowed);
+      dl_sync__pool_borrow(&null_backend, r->device, NULL, 0, &guard, &borrowed);
       dl_sync__pool_return(&borrowed);
     } else {
       dl_sync__pool_acquire(r->pool, &guard, &event);
@@ -88,7 +88,7 @@ static void bench_pool(int cached) {
       for (int t = 0; t < threads; t++) {
         runs[t].cached = cached;
         runs[t].device = (DLDevice){kDLCUDA, t % devices};
-        dl_sync__pool_get(&null_backend, runs[t].device, NULL, &runs[t].pool);
+        dl_sync__pool_get(&null_backend, runs[t].device, NULL, 0, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);

@@ -43,11 +43,21 @@ static const char *missing_callback(const dl_sync_backend *b) {
   };
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
     if (!required[i].present) return required[i].name;
-  int contexts = (b->get_context != NULL) + (b->set_context != NULL) + (b->stream_context != NULL);
-  if (contexts != 0 && contexts != 3)
-    return b->get_context == NULL   ? "get_context (it has set_context or stream_context)"
-           : b->set_context == NULL ? "set_context (it has get_context or stream_context)"
-                                    : "stream_context (it has get_context or set_context)";
+  const struct {
+    const char *name;
+    int present;
+  } contexts[] = {
+      {"get_context", b->get_context != NULL},
+      {"set_context", b->set_context != NULL},
+      {"stream_context", b->stream_context != NULL},
+      {"primary_context", b->primary_context != NULL},
+      {"context_id", b->context_id != NULL},
+  };
+  size_t present = 0;
+  for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) present += contexts[i].present;
+  if (present != 0)
+    for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++)
+      if (!contexts[i].present) return contexts[i].name; /* the five come together */
   return NULL;
 }
 

@@ -1,43 +1,43 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The backend calls that act on one stream, in one place for dependencies, tensor events
- * and groups: a default stream's device is made current first (its handle names that
- * device's stream), and a failure becomes a status with its message.
+ * and groups: a default stream's context (device) is made current first (its handle names
+ * that context's stream), and a failure becomes a status with its message.
  */
 #include "internal.h"
 
-int dl_sync__record(const dl_sync_backend *b, dl_sync__device_guard *guard, void *event,
-                    dl_sync_stream stream) {
-  int status = dl_sync__device_guard_use_stream(guard, stream);
+int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream) {
+  const dl_sync_backend *b = guard->backend;
+  int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) return status;
-  int code = b->event_record(b->ctx, event, stream.handle);
+  int code = b->event_record(b->ctx, event, stream->stream.handle);
   return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream.device);
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream->stream.device);
 }
 
-int dl_sync__wait(const dl_sync_backend *b, dl_sync__device_guard *guard, dl_sync_stream stream,
-                  void *event) {
-  int status = dl_sync__device_guard_use_stream(guard, stream);
+int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event) {
+  const dl_sync_backend *b = guard->backend;
+  int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) return status;
-  int code = b->stream_wait(b->ctx, stream.handle, event);
+  int code = b->stream_wait(b->ctx, stream->stream.handle, event);
   return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT, code, stream.device);
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT, code, stream->stream.device);
 }
 
-int dl_sync__wait_external(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                           dl_sync_stream stream, void *event, void *object,
-                           void (*release)(void *object)) {
-  /* The graph is the stream's: made on its device, where a default handle names it. */
-  int status = dl_sync__device_guard_use_stream(guard, stream);
+int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream, void *event,
+                           void *object, void (*release)(void *object)) {
+  const dl_sync_backend *b = guard->backend;
+  DLDevice device = stream->stream.device;
+  /* The graph is the stream's: found in its context, where a default handle names it. */
+  int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) {
     release(object);
     return status;
   }
   dl_sync__pin_code(); /* the graph calls release, maybe after a dlclose of this copy */
-  int code = b->graph_retain(b->ctx, stream.handle, object, release);
-  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, stream.device);
-  code = b->stream_wait_external(b->ctx, stream.handle, event);
-  return code == 0
-             ? DL_SYNC_OK
-             : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, stream.device);
+  int code = b->graph_retain(b->ctx, stream->stream.handle, object, release);
+  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, device);
+  code = b->stream_wait_external(b->ctx, stream->stream.handle, event);
+  return code == 0 ? DL_SYNC_OK
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, device);
 }

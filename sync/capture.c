@@ -11,12 +11,14 @@ int dl_sync__capture_usable(dl_sync_stream stream, const dl_sync_capture_info *i
                         (int)stream.device.device_id);
 }
 
-int dl_sync__capture_query(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                           dl_sync_stream stream, dl_sync_capture_info *info) {
-  int status = dl_sync__device_guard_use_stream(guard, stream);
+int dl_sync__capture_query(dl_sync__guard *guard, const dl_sync__bound *stream,
+                           dl_sync_capture_info *info) {
+  const dl_sync_backend *b = guard->backend;
+  int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) return status;
   *info = (dl_sync_capture_info){0};
-  int code = b->capture_info(b->ctx, stream.handle, info);
-  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_CAPTURE_INFO, code, stream.device);
-  return dl_sync__capture_usable(stream, info);
+  int code = b->capture_info(b->ctx, stream->stream.handle, info);
+  if (code != 0)
+    return dl_sync__runtime_error(b, DL_SYNC_OP_CAPTURE_INFO, code, stream->stream.device);
+  return dl_sync__capture_usable(stream->stream, info);
 }

@@ -83,6 +83,11 @@ int dl_sync__name_failure(const char *func, int status) {
 
 int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call, int code,
                                 DLDevice device) {
+  if (code == DL_SYNC__NO_RUNTIME) /* no call was made: the library is what failed */
+    return dl_sync__error(backend->error_status(backend->ctx, code), "[%s] %s (%s backend, %s:%d)",
+                          backend->error_name(backend->ctx, code),
+                          backend->error_string(backend->ctx, code), backend->name,
+                          dl_sync__device_type_name(device.device_type), (int)device.device_id);
   return dl_sync__error(
       backend->error_status(backend->ctx, code), "[%s][%s] %s (%s backend, %s:%d)", call,
       backend->error_name(backend->ctx, code), backend->error_string(backend->ctx, code),

@@ -53,6 +53,7 @@ struct dl_sync__pool {
   const dl_sync_backend *backend;
   DLDevice device;
   void *context;       /* NULL for backends without contexts */
+  uint64_t context_id; /* its identity: the key (0 without contexts) */
   dl_sync__pool *next; /* the device's other pools (other contexts); set once */
   unsigned generation; /* fork_generation when made: a child's pools are its own */
   int retired;         /* left behind by dl_sync_shutdown, under lock */
@@ -88,12 +89,14 @@ static pool_set *find_set(const dl_sync_backend *backend, int claim) {
   return NULL;
 }
 
-static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, void *context) {
+static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, void *context,
+                               uint64_t context_id) {
   dl_sync__pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
   pool->backend = backend;
   pool->device = device;
   pool->context = context;
+  pool->context_id = context_id;
   pool->generation = atomic_load_explicit(&fork_generation, memory_order_relaxed);
   return pool;
 }
@@ -103,13 +106,16 @@ static void pool_free(dl_sync__pool *pool) {
   free(pool);
 }
 
-static dl_sync__pool *find_pool(dl_sync__pool *pool, void *context) {
-  while (pool != NULL && pool->context != context) pool = pool->next;
+/* Keyed by the context's identity, never its handle: a reset primary context keeps its
+   handle and loses its events, and a destroyed context's handle can come back for a new
+   one. A pool of a context that is gone is never found again; shutdown forgets it. */
+static dl_sync__pool *find_pool(dl_sync__pool *pool, uint64_t context_id) {
+  while (pool != NULL && pool->context_id != context_id) pool = pool->next;
   return pool;
 }
 
 int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
-                      dl_sync__pool **out) {
+                      uint64_t context_id, dl_sync__pool **out) {
   pool_set *set = find_set(backend, 1);
   if (set == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM,
@@ -118,10 +124,10 @@ int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *con
                           DL_SYNC__MAX_BACKENDS);
   _Atomic(dl_sync__pool *) *slot = &set->pools[device.device_id];
   dl_sync__pool *first = atomic_load_explicit(slot, memory_order_acquire);
-  *out = find_pool(first, context);
+  *out = find_pool(first, context_id);
   if (*out != NULL) return DL_SYNC_OK;
   watch_fork(); /* registered at first use: nothing runs at library load */
-  dl_sync__pool *fresh = pool_new(backend, device, context);
+  dl_sync__pool *fresh = pool_new(backend, device, context, context_id);
   if (fresh == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate the event pool of %s:%d",
                           dl_sync__device_type_name(device.device_type), (int)device.device_id);
@@ -131,7 +137,7 @@ int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *con
       *out = fresh;
       return DL_SYNC_OK;
     }
-    *out = find_pool(first, context); /* first is the new head: another thread's pool? */
+    *out = find_pool(first, context_id); /* first is the new head: another thread's pool? */
     if (*out != NULL) {
       pool_free(fresh);
       return DL_SYNC_OK;
@@ -139,21 +145,11 @@ int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *con
   }
 }
 
-int dl_sync__stream_context(const dl_sync_backend *backend, dl_sync__device_guard *guard,
-                            dl_sync_stream stream, void **context) {
-  *context = NULL;
-  if (backend->stream_context == NULL) return DL_SYNC_OK;
-  int status = dl_sync__device_guard_use_stream(guard, stream);
-  if (status != DL_SYNC_OK) return status;
-  int code = backend->stream_context(backend->ctx, stream.handle, context);
-  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(backend, 2, code, stream.device);
-}
-
-int dl_sync__pool_for_stream(const dl_sync_backend *backend, dl_sync__device_guard *guard,
-                             dl_sync_stream stream, dl_sync__pool **out) {
-  void *context = NULL;
-  int status = dl_sync__stream_context(backend, guard, stream, &context);
-  return status != DL_SYNC_OK ? status : dl_sync__pool_get(backend, stream.device, context, out);
+int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out) {
+  int status = dl_sync__identify(guard, stream);
+  return status != DL_SYNC_OK ? status
+                              : dl_sync__pool_get(guard->backend, stream->stream.device,
+                                                  stream->context, stream->context_id, out);
 }
 
 static void *ring_pop(dl_sync__pool *pool, int oldest) {
@@ -205,18 +201,18 @@ static void *take_idle(dl_sync__pool *pool, int oldest) {
    complete; a pending one goes back and a new event is made instead. */
 static int reusable(dl_sync__pool *pool, void *event, int *ok) {
   const dl_sync_backend *b = pool->backend;
+  DLDevice device = pool->device; /* the release may free a retired pool */
   int complete = 0;
   int code = b->event_query(b->ctx, event, &complete);
   *ok = code == 0 && complete;
   if (*ok) return DL_SYNC_OK;
   dl_sync__pool_release(pool, event);
-  return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_QUERY, code, pool->device);
+  return code == 0 ? DL_SYNC_OK : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_QUERY, code, device);
 }
 
-static int create_event(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event) {
+static int create_event(dl_sync__pool *pool, dl_sync__guard *guard, void **event) {
   const dl_sync_backend *b = pool->backend;
-  int status = dl_sync__device_guard_use_context(guard, pool->device, pool->context);
+  int status = dl_sync__guard_use(guard, pool->device, pool->context);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_create(b->ctx, event);
   if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
@@ -236,7 +232,7 @@ static int create_event(dl_sync__pool *pool, dl_sync__device_guard *guard, void 
                         (int)pool->device.device_id);
 }
 
-int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard, void **event) {
+int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event) {
   int query = (pool->backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) != 0;
   void *idle = take_idle(pool, query);
   if (idle != NULL) {
@@ -386,24 +382,26 @@ DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *p
   return unbound;
 }
 
-/* The slot of this thread bound to the pool of (backend, device, context), or NULL. */
+/* The slot of this thread bound to the pool of (backend, device, context identity), or
+   NULL. */
 static cache_slot *bound_slot(thread_cache *cache, const dl_sync_backend *backend,
-                              int32_t device_id, void *context) {
+                              int32_t device_id, uint64_t context_id) {
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
     dl_sync__pool *pool = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
     if (pool != NULL && pool->backend == backend && pool->device.device_id == device_id &&
-        pool->context == context)
+        pool->context_id == context_id)
       return &cache->slots[i];
   }
   return NULL;
 }
 
 int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
-                         dl_sync__device_guard *guard, dl_sync__borrowed *out) {
+                         uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out) {
   out->slot = NULL;
   thread_cache *cache =
       (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0 ? cache_of_this_thread() : NULL;
-  cache_slot *slot = cache != NULL ? bound_slot(cache, backend, device.device_id, context) : NULL;
+  cache_slot *slot =
+      cache != NULL ? bound_slot(cache, backend, device.device_id, context_id) : NULL;
   unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
   if (count != 0) { /* the steady state: no lock, no pool lookup */
     out->event = slot->events[count - 1];
@@ -414,7 +412,7 @@ int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *
     atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
     return DL_SYNC_OK;
   }
-  int status = dl_sync__pool_get(backend, device, context, &out->pool);
+  int status = dl_sync__pool_get(backend, device, context, context_id, &out->pool);
   if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, guard, &out->event);
   if (status == DL_SYNC_OK && cache != NULL)
     out->slot = slot != NULL ? slot : bind_slot(cache, out->pool);
@@ -488,23 +486,38 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   return DL_SYNC_OK;
 }
 
-/* Destroys the idle events of pool; returns the first failure's status. A pool whose
-   events are still out (owned by graphs) is retired, under its lock: those events never
-   come back into use, and the last one frees it (dl_sync__pool_release). Returns whether
-   the pool may be freed now. */
+/* Whether pool's context is still the one its events were made in: a context destroyed
+   or reset since (another framework released a primary context's last reference) took
+   them with it, and destroying them again would act on dead handles. */
+static int context_alive(const dl_sync_backend *b, void *context, uint64_t context_id) {
+  uint64_t now = 0;
+  return b->context_id == NULL || (b->context_id(b->ctx, context, &now) == 0 && now == context_id);
+}
+
+/* Retires pool and destroys its idle events. They are taken out under its lock and
+   destroyed with none held, so that a graph's user-object destructor giving an event back
+   (on the driver's thread, which "should avoid blocking") never waits on the runtime.
+   Returns the first failure's status in *status, and whether the pool may be freed now
+   (else its last outstanding event frees it: dl_sync__pool_release). */
 static int drain(dl_sync__pool *pool, int *status) {
   const dl_sync_backend *b = pool->backend;
+  DLDevice device = pool->device;
+  int alive = context_alive(b, pool->context, pool->context_id);
   lock(&pool->lock);
-  while (pool->count > 0) {
-    void *event = ring_pop(pool, 1);
-    int code = b->event_destroy(b->ctx, event);
-    pool->destroyed++;
-    if (code != 0 && *status == DL_SYNC_OK)
-      *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, pool->device);
-  }
+  void **ring = pool->ring;
+  size_t head = pool->head, count = pool->count, capacity = pool->capacity;
+  pool->ring = NULL;
+  pool->head = pool->count = pool->capacity = 0;
+  pool->destroyed += count;
+  pool->retired = 1;
   int unused = pool->outstanding == 0;
-  pool->retired = !unused;
-  unlock(&pool->lock);
+  unlock(&pool->lock); /* pool is not read again: a graph may free it from here on */
+  for (size_t i = 0; i < count && alive; i++) {
+    int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
+    if (code != 0 && *status == DL_SYNC_OK)
+      *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
+  }
+  free(ring);
   return unused;
 }
 
@@ -526,6 +539,8 @@ int dl_sync_shutdown(void) {
     atomic_store(&set->backend, NULL);
   }
   pthread_mutex_unlock(&caches_lock);
+  int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
+  if (status == DL_SYNC_OK) status = released;
   return dl_sync__named("dl_sync_shutdown", status);
 }
 

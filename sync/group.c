@@ -149,8 +149,8 @@ static int order_stream(dl_sync__dep *d, dl_sync_stream producer) {
     return dl_sync__error(DL_SYNC_EINVAL,
                           "it is served by the '%s' backend and the consumer by '%s'",
                           backend != NULL ? backend->name : "no", d->backend->name);
-  dl_sync__dep_set_source(d, producer);
-  return dl_sync__dep_order(d);
+  int status = dl_sync__dep_set_source(d, producer);
+  return status != DL_SYNC_OK ? status : dl_sync__dep_order(d);
 }
 
 static int order_all(dl_sync__dep *d, const dl_sync_group *group) {
@@ -168,7 +168,7 @@ static int order_all(dl_sync__dep *d, const dl_sync_group *group) {
     dl_sync__tensor_event_ref ref = {.event = group->events[i].event,
                                      .device = group->events[i].device,
                                      .owner = group->events[i].owner};
-    status = dl_sync__tensor_event_wait(&ref, group->consumer, consumer_capture);
+    status = dl_sync__tensor_event_wait(&ref, &d->guard, &d->dst, consumer_capture);
     if (status != DL_SYNC_OK)
       return name_producer(status, "tensor event", i, group->event_count, ref.event, ref.device);
   }
@@ -187,9 +187,9 @@ int dl_sync_group_wait(dl_sync_group *group) {
   status = dl_sync__backend_for(group->consumer.device, &backend);
   dl_sync__dep d;
   if (status == DL_SYNC_OK) {
-    dl_sync__dep_init(&d, backend, group->consumer, 0);
-    status = order_all(&d, group);
-    status = dl_sync__device_guard_end(&d.guard, group->consumer.device, status);
+    status = dl_sync__dep_init(&d, backend, group->consumer, 0);
+    if (status == DL_SYNC_OK) status = order_all(&d, group);
+    status = dl_sync__guard_end(&d.guard, group->consumer.device, status);
   }
   empty(group);
   return dl_sync__named(func, status);

@@ -26,7 +26,11 @@
    that succeeds writes nothing. */
 /* Sets this thread's message to what failed; returns status. */
 DL_SYNC__COLD int dl_sync__error(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
-/* A failed runtime call: "[call][error name] error string (backend, device)". */
+/* The code a built-in backend's callbacks return when it has no library to call: below
+   every runtime's own codes (those are >= 0). */
+enum { DL_SYNC__NO_RUNTIME = -1 };
+/* A failed runtime call: "[call][error name] error string (backend, device)"; without a
+   library no call was made: "[error name] error string (backend, device)". */
 DL_SYNC__COLD int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
                                          DLDevice device);
 /* The same for a call named call. */
@@ -53,7 +57,7 @@ int dl_sync__family(int32_t device_type);
 #define DL_SYNC__ROCM_TYPES ((1u << kDLROCM) | (1u << kDLROCMHost))
 const char *dl_sync__device_type_name(int32_t device_type);
 
-/* device.c: validation, stream identity and the current-device guard. */
+/* device.c: validation and stream identity. */
 /* EINVAL naming `what` unless device has a known type and an id in range. */
 int dl_sync__check_device(const char *what, DLDevice device);
 /* The handle as dl_sync_stream_view canonicalizes it. */
@@ -64,37 +68,46 @@ int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b);
 /* Default streams resolve against the current device: using them needs it set. */
 int dl_sync__is_default_stream(void *canonical_handle);
 
-typedef struct dl_sync__device_guard {
+/* context.c: where each call on a stream runs. A call binds every stream it names once,
+   from what the caller had current when it came in; calls on a default stream then run
+   with its context (device) current, and the caller's is restored at the end. */
+typedef struct dl_sync__guard {
   const dl_sync_backend *backend;
-  int32_t saved; /* the caller's device (-1: none), valid once have_saved */
-  int have_saved;
-  int32_t current; /* the device current now, valid once have_saved */
-  int switched;
-  /* Backends with contexts: the caller's context, restored exactly at the end, and the
-     context current now when known (after a device switch it is the primary one,
-     which dlsync does not ask for). */
-  void *saved_context;
-  void *current_context;
-  int context_known;
-} dl_sync__device_guard;
+  int contexts;           /* the backend has contexts */
+  int caller_known;       /* the caller's context and device were asked for */
+  void *caller_context;   /* contexts: the caller's current context, NULL for none */
+  int32_t caller_device;  /* its device (without contexts: the current device); -1: none */
+  void *current_context;  /* what is current now, once caller_known */
+  int32_t current_device;
+  int switched;           /* something was made current: the end restores the caller's */
+} dl_sync__guard;
 
-void dl_sync__device_guard_init(dl_sync__device_guard *guard, const dl_sync_backend *backend);
-/* Makes device.device_id current, querying and switching only when needed. */
-int dl_sync__device_guard_use(dl_sync__device_guard *guard, DLDevice device);
-/* Calls on a default stream resolve it on the current device: makes stream's device
-   current when stream.handle is a default stream. */
-int dl_sync__device_guard_use_stream(dl_sync__device_guard *guard, dl_sync_stream stream);
-/* Makes context (of device) current; without contexts (NULL) the same as _use. */
-int dl_sync__device_guard_use_context(dl_sync__device_guard *guard, DLDevice device, void *context);
-/* Restores the caller's device (its exact context) after a switch; status is returned
-   unchanged unless it was OK. */
-DL_SYNC__COLD int dl_sync__device_guard_restore(dl_sync__device_guard *guard, DLDevice device,
-                                                int status);
-static inline int dl_sync__device_guard_end(dl_sync__device_guard *guard, DLDevice device,
-                                            int status) {
-  return guard->switched ? dl_sync__device_guard_restore(guard, device, status) : status;
+/* A stream of one call, bound to where calls on it run. */
+typedef struct dl_sync__bound {
+  dl_sync_stream stream; /* canonical handle */
+  int is_default;        /* a default stream: calls on it need its context (device) current */
+  void *context;         /* contexts: a default stream's context from binding; an explicit
+                            handle's once identified */
+  uint64_t context_id;   /* the context's identity, once identified: its events' pool */
+  int identified;        /* context and context_id known (always, without contexts) */
+} dl_sync__bound;
+
+void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_backend *backend);
+/* Binds stream for the caller; switches nothing. */
+int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream, dl_sync__bound *out);
+/* The context (an explicit handle's) and its identity: what bound's events are pooled by. */
+int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound);
+/* Makes bound's context (device) current when calls on it need it (a default stream). */
+int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound);
+/* Makes context (of device; without contexts: device) current, when it is not. */
+int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context);
+/* Makes the caller's context (device) current again; status is returned unchanged unless
+   it was OK. */
+DL_SYNC__COLD int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status);
+static inline int dl_sync__guard_end(dl_sync__guard *guard, DLDevice device, int status) {
+  return guard->switched ? dl_sync__guard_restore(guard, device, status) : status;
 }
-/* A failed context call of backend (0: get_context, 1: set_context, 2: stream_context). */
+/* A failed context call of backend (the index of context_call_names). */
 DL_SYNC__COLD int dl_sync__context_error(const dl_sync_backend *backend, int which, int code,
                                          DLDevice device);
 
@@ -102,39 +115,37 @@ DL_SYNC__COLD int dl_sync__context_error(const dl_sync_backend *backend, int whi
 int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
                              int *out_needs_sync);
 
+/* backends/cuda_driver.c: gives back the primary-context references the driver backend
+   took to name default streams; called by dl_sync_shutdown once the pools are gone. */
+int dl_sync__cuda_driver_release_contexts(void);
+
 /* backend.c */
 int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 
-/* event_pool.c: one pool per (backend, device, context); events are created there. */
+/* event_pool.c: one pool per (backend, device, context identity); events are made there. */
 typedef struct dl_sync__pool dl_sync__pool;
 DL_SYNC__COLD int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
-                                    dl_sync__pool **out);
-/* The pool for events recorded on stream: its device's, and with contexts its context's
-   (a default stream's device made current by guard to find it). */
-int dl_sync__pool_for_stream(const dl_sync_backend *backend, dl_sync__device_guard *guard,
-                             dl_sync_stream stream, dl_sync__pool **out);
+                                    uint64_t context_id, dl_sync__pool **out);
+/* The pool for events recorded on stream (identified first). */
+int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
-DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__device_guard *guard,
-                                        void **event);
+DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event);
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
-/* The context of stream (NULL for backends without contexts). */
-int dl_sync__stream_context(const dl_sync_backend *backend, dl_sync__device_guard *guard,
-                            dl_sync_stream stream, void **context);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;
   dl_sync__pool *pool;
   void *slot; /* the calling thread's cache slot, or NULL */
 } dl_sync__borrowed;
-/* An idle event of the pool of (backend, device, context), through the calling thread's
-   cache of idle events, so that threads working on one device do not contend for its
-   pool (in steady state no lock and no pool lookup). Only for an event that the calling
+/* An idle event of the pool of (backend, device, context identity), through the calling
+   thread's cache of idle events, so that threads working on one device do not contend for
+   its pool (in steady state no lock and no pool lookup). Only for an event that the calling
    thread takes and gives back within one call; an event that outlives the call (owned by
    a graph or a tensor) comes from dl_sync__pool_acquire. */
 int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
-                         dl_sync__device_guard *guard, dl_sync__borrowed *out);
+                         uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out);
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
 /* Keeps the object that holds dlsync's code mapped for good: called before a graph may
    call back into dlsync after its holder was unloaded. */
@@ -145,11 +156,11 @@ int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_s
 
 /* push_dep.c: one dependency src -> dst under the capture table (docs/design.md). */
 typedef struct dl_sync__dep {
-  dl_sync_stream src, dst; /* canonical handles, of one device family */
+  dl_sync__guard guard;
   const dl_sync_backend *backend;
-  dl_sync__pool *pool; /* src's (device, context), found when first needed */
-  dl_sync__device_guard guard;
-  int none_arg; /* export(stream=None): may be no sync while src captures */
+  dl_sync__bound src, dst; /* bound by one guard, of one device family */
+  dl_sync__pool *pool;     /* src's, found when first needed */
+  int none_arg;            /* export(stream=None): may be no sync while src captures */
   /* dst's capture state, queried at most once for all the sources ordered before it:
      ordering a source never changes it (a wait that would pull dst into a capture is
      refused with ECAPTURE, not made) */
@@ -157,26 +168,24 @@ typedef struct dl_sync__dep {
   dl_sync_capture_info dst_capture;
 } dl_sync__dep;
 
-/* calls.c: the backend calls on one stream, its default stream's device made current
-   by guard, a failure turned into a status. */
-int dl_sync__record(const dl_sync_backend *b, dl_sync__device_guard *guard, void *event,
-                    dl_sync_stream stream);
-int dl_sync__wait(const dl_sync_backend *b, dl_sync__device_guard *guard, dl_sync_stream stream,
-                  void *event);
+/* calls.c: the backend calls on one bound stream, its place made current by guard when it
+   is a default stream, a failure turned into a status. */
+int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream);
+int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event);
 /* An external event-wait node in stream's capture; the graph owns object, which
    release(object) gives back when it is destroyed (run now when this fails early). */
-DL_SYNC__COLD int dl_sync__wait_external(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                                         dl_sync_stream stream, void *event, void *object,
-                                         void (*release)(void *object));
+DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream,
+                                         void *event, void *object, void (*release)(void *object));
 
-/* Fills d for dependencies into dst; the source is set per dependency. */
-void dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,
-                       int none_arg);
-void dl_sync__dep_set_source(dl_sync__dep *d, dl_sync_stream src);
-/* capture.c: stream's capture state, its device made current by guard when it is a default stream;
-   ECAPTURE for an invalidated capture (dl_sync__capture_usable). */
-int dl_sync__capture_query(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                           dl_sync_stream stream, dl_sync_capture_info *info);
+/* Binds dst for dependencies into it, with a guard of its own; the source is set (and
+   bound by the same guard) per dependency. */
+int dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,
+                      int none_arg);
+int dl_sync__dep_set_source(dl_sync__dep *d, dl_sync_stream src);
+/* capture.c: a bound stream's capture state (its place current when it is a default
+   stream); ECAPTURE for an invalidated capture (dl_sync__capture_usable). */
+int dl_sync__capture_query(dl_sync__guard *guard, const dl_sync__bound *stream,
+                           dl_sync_capture_info *info);
 /* ECAPTURE naming stream when info is an invalidated capture, else OK. */
 int dl_sync__capture_usable(dl_sync_stream stream, const dl_sync_capture_info *info);
 /* dst's capture state, queried on first use only. */
@@ -210,9 +219,10 @@ typedef struct dl_sync__tensor_event_ref {
 int dl_sync__tensor_event_find(const DLManagedTensorVersioned *versioned,
                                const DLManagedTensor *legacy, dl_sync__tensor_event_ref *out,
                                int *found);
-/* consumer waits on the event with dl_sync_tensor_wait's capture rules;
+/* consumer (bound by guard) waits on the event with dl_sync_tensor_wait's capture rules;
    consumer_capture: the consumer's capture state when already queried, else NULL. */
-int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync_stream consumer,
+int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync__guard *guard,
+                               const dl_sync__bound *consumer,
                                const dl_sync_capture_info *consumer_capture);
 
 #endif /* DL_SYNC_INTERNAL_H_ */

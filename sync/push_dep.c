@@ -12,13 +12,9 @@ static atomic_int capture_policy = DL_SYNC_CAPTURE_STRICT;
 
 typedef dl_sync__dep dep;
 
-static int dep_query(dep *d, dl_sync_stream stream, dl_sync_capture_info *info) {
-  return dl_sync__capture_query(d->backend, &d->guard, stream, info);
-}
-
 int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
   if (!d->dst_queried) {
-    int status = dep_query(d, d->dst, &d->dst_capture);
+    int status = dl_sync__capture_query(&d->guard, &d->dst, &d->dst_capture);
     if (status != DL_SYNC_OK) return status;
     d->dst_queried = 1;
   }
@@ -29,19 +25,19 @@ int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
 /* The pool of src's device (and context), found once per dependency. */
 static int src_pool(dep *d) {
   if (d->pool != NULL) return DL_SYNC_OK;
-  return dl_sync__pool_for_stream(d->backend, &d->guard, d->src, &d->pool);
+  return dl_sync__pool_for_stream(&d->guard, &d->src, &d->pool);
 }
 
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 static int record_and_wait(dep *d) {
-  void *context = NULL;
   dl_sync__borrowed event;
-  int status = dl_sync__stream_context(d->backend, &d->guard, d->src, &context);
+  int status = dl_sync__identify(&d->guard, &d->src);
   if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(d->backend, d->src.device, context, &d->guard, &event);
+    status = dl_sync__pool_borrow(d->backend, d->src.stream.device, d->src.context,
+                                  d->src.context_id, &d->guard, &event);
   if (status != DL_SYNC_OK) return status;
-  status = dl_sync__record(d->backend, &d->guard, event.event, d->src);
-  if (status == DL_SYNC_OK) status = dl_sync__wait(d->backend, &d->guard, d->dst, event.event);
+  status = dl_sync__record(&d->guard, event.event, &d->src);
+  if (status == DL_SYNC_OK) status = dl_sync__wait(&d->guard, &d->dst, event.event);
   dl_sync__pool_return(&event);
   return status;
 }
@@ -70,7 +66,7 @@ DL_SYNC__COLD static int wait_external(dep *d) {
         "the consumer's stream %p is capturing a graph and the %s runtime "
         "has no %s: capture the producer's work too, or export with "
         "stream=-1 and synchronize before the capture",
-        d->dst.handle, b->name,
+        d->dst.stream.handle, b->name,
         b->stream_wait_external == NULL ? "external event-wait nodes" : "graph user objects");
   int status = src_pool(d);
   if (status != DL_SYNC_OK) return status;
@@ -79,14 +75,14 @@ DL_SYNC__COLD static int wait_external(dep *d) {
   owned->pool = d->pool;
   owned->event = NULL;
   status = dl_sync__pool_acquire(d->pool, &d->guard, &owned->event);
-  if (status == DL_SYNC_OK) status = dl_sync__record(b, &d->guard, owned->event, d->src);
+  if (status == DL_SYNC_OK) status = dl_sync__record(&d->guard, owned->event, &d->src);
   if (status != DL_SYNC_OK) {
     if (owned->event != NULL) dl_sync__pool_release(d->pool, owned->event);
     free(owned);
     return status;
   }
   /* The graph owns the event from here on, whatever happens next. */
-  return dl_sync__wait_external(b, &d->guard, d->dst, owned->event, owned, graph_event_release);
+  return dl_sync__wait_external(&d->guard, &d->dst, owned->event, owned, graph_event_release);
 }
 
 DL_SYNC__COLD static int legacy_stream_under_capture(dep *d) {
@@ -98,8 +94,8 @@ DL_SYNC__COLD static int legacy_stream_under_capture(dep *d) {
       "%s) while the producer's stream %p is capturing a graph, and the "
       "legacy stream cannot join a capture: pass the producer's current "
       "work stream, or -1",
-      dl_sync__family(d->dst.device.device_type) == DL_SYNC__FAMILY_ROCM ? "0" : "1",
-      d->src.handle);
+      dl_sync__family(d->dst.stream.device.device_type) == DL_SYNC__FAMILY_ROCM ? "0" : "1",
+      d->src.stream.handle);
 }
 
 static int is_legacy(dl_sync_stream stream) {
@@ -111,10 +107,10 @@ static int is_legacy(dl_sync_stream stream) {
 int dl_sync__dep_order(dep *d) {
   dl_sync_capture_info src_capture;
   const dl_sync_capture_info *dst_capture = NULL;
-  int status = dep_query(d, d->src, &src_capture);
+  int status = dl_sync__capture_query(&d->guard, &d->src, &src_capture);
   if (status != DL_SYNC_OK) return status;
   int src_capturing = src_capture.status == DL_SYNC_CAPTURE_ACTIVE;
-  if (src_capturing && is_legacy(d->dst)) return legacy_stream_under_capture(d);
+  if (src_capturing && is_legacy(d->dst.stream)) return legacy_stream_under_capture(d);
 
   status = dl_sync__dep_dst_capture(d, &dst_capture);
   if (status != DL_SYNC_OK) return status;
@@ -126,27 +122,27 @@ int dl_sync__dep_order(dep *d) {
                           "the producer's stream %p and the consumer's stream %p are "
                           "capturing two different graphs, which cannot be joined: capture "
                           "both in one graph",
-                          d->src.handle, d->dst.handle);
+                          d->src.stream.handle, d->dst.stream.handle);
   return dl_sync__error(DL_SYNC_ECAPTURE,
                         "the producer's stream %p is capturing a graph and the consumer's "
                         "stream %p is not: the wait would pull the consumer's stream into "
                         "the capture. Run the consumer on the producer's current work "
                         "stream, or capture both",
-                        d->src.handle, d->dst.handle);
+                        d->src.stream.handle, d->dst.stream.handle);
 }
 
-void dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst, int none_arg) {
-  d->dst = dst;
+int dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst, int none_arg) {
   d->backend = backend;
   d->pool = NULL;
   d->none_arg = none_arg;
   d->dst_queried = 0;
-  dl_sync__device_guard_init(&d->guard, backend);
+  dl_sync__guard_init(&d->guard, backend);
+  return dl_sync__bind(&d->guard, dst, &d->dst);
 }
 
-void dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
-  d->src = src;
+int dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
   d->pool = NULL; /* the source's own, found when needed */
+  return dl_sync__bind(&d->guard, src, &d->src);
 }
 
 /* src before dst: canonical views of valid devices of one family with streams, served by
@@ -154,10 +150,10 @@ void dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
 static int order(const dl_sync_backend *backend, dl_sync_stream src, dl_sync_stream dst,
                  int none_arg) {
   dep d;
-  dl_sync__dep_init(&d, backend, dst, none_arg);
-  dl_sync__dep_set_source(&d, src);
-  int status = dl_sync__dep_order(&d);
-  return dl_sync__device_guard_end(&d.guard, src.device, status);
+  int status = dl_sync__dep_init(&d, backend, dst, none_arg);
+  if (status == DL_SYNC_OK) status = dl_sync__dep_set_source(&d, src);
+  if (status == DL_SYNC_OK) status = dl_sync__dep_order(&d);
+  return dl_sync__guard_end(&d.guard, src.device, status);
 }
 
 int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {

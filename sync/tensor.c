@@ -10,10 +10,14 @@
  * reference goes. Any copy waits on it with its own backend on the native handle.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "internal.h"
+
+/* The size of an owner record of minor 0: every record has at least its fields. */
+#define DL_SYNC__RECORD_1_0 offsetof(dl_sync_tensor_event_owner, context_id)
 
 /* The record and what only the owner copy needs, in one allocation that lives until the
    last reference (the tensor's or a graph's) goes. */
@@ -142,12 +146,12 @@ static int record_of(const tensor_view *v, dl_sync_tensor_event_owner **out) {
   if (record->runtime_family != DL_SYNC_RUNTIME_FAMILY_CUDA &&
       record->runtime_family != DL_SYNC_RUNTIME_FAMILY_ROCM)
     return unusable(v, "its event is of runtime family", record->runtime_family);
-  if (record->size < sizeof *record || record->event == NULL || record->retain == NULL ||
+  if (record->size < DL_SYNC__RECORD_1_0 || record->event == NULL || record->retain == NULL ||
       record->release == NULL)
     return dl_sync__error(DL_SYNC_EINVAL,
                           "tensor %p has a dlsync owner record of %" PRIu64
                           " bytes (expected at least %zu) with event %p: the record is corrupt",
-                          v->tensor, record->size, sizeof *record, record->event);
+                          v->tensor, record->size, DL_SYNC__RECORD_1_0, record->event);
   *out = record;
   return DL_SYNC_OK;
 }
@@ -177,13 +181,12 @@ static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_s
 }
 
 /* A new owner with a pooled event; NULL (and a status) on failure. */
-static tensor_owner *new_owner(const dl_sync_backend *b, dl_sync__device_guard *guard,
-                               dl_sync_stream producer, int *status) {
+static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, int *status) {
   tensor_owner *owner = calloc(1, sizeof *owner);
   *status =
       owner == NULL ? dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a tensor event") : DL_SYNC_OK;
   void *event = NULL;
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_for_stream(b, guard, producer, &owner->pool);
+  if (*status == DL_SYNC_OK) *status = dl_sync__pool_for_stream(guard, producer, &owner->pool);
   if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, guard, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);
@@ -196,35 +199,58 @@ static tensor_owner *new_owner(const dl_sync_backend *b, dl_sync__device_guard *
       .abi_major = DL_SYNC_TENSOR_EVENT_ABI_MAJOR,
       .abi_minor = DL_SYNC_TENSOR_EVENT_ABI_MINOR,
       .size = sizeof owner->record,
-      .device = producer.device,
-      .runtime_family = dl_sync__family(producer.device.device_type),
+      .device = producer->stream.device,
+      .runtime_family = dl_sync__family(producer->stream.device.device_type),
       .event = event,
       .event_ctx = owner,
       .retain = owner_retain,
       .release = owner_release,
+      .context_id = producer->context_id,
   };
   return owner;
 }
 
+/* A record names its event's context from minor 1 on (0: none, or an older copy's). */
+static uint64_t record_context(const dl_sync_tensor_event_owner *record) {
+  return record->size >= DL_SYNC__RECORD_1_0 + sizeof record->context_id ? record->context_id : 0;
+}
+
+/* cuEventRecord: "hEvent and hStream must be from the same context". */
+static int same_context(const tensor_view *v, const dl_sync_tensor_event_owner *record,
+                        dl_sync__guard *guard, dl_sync__bound *producer) {
+  uint64_t context = record_context(record);
+  if (context == 0 || !guard->contexts) return DL_SYNC_OK;
+  int status = dl_sync__identify(guard, producer);
+  if (status != DL_SYNC_OK || producer->context_id == context) return status;
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "tensor %p carries an event of the context with id %llu; the producer "
+                        "stream %p belongs to the context with id %llu (%p) of the same device, "
+                        "and an event records only in its own context: record the tensor on "
+                        "a stream of its event's context",
+                        v->tensor, (unsigned long long)context, producer->stream.handle,
+                        (unsigned long long)producer->context_id, producer->context);
+}
+
 static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *record,
-                      const dl_sync_backend *b, dl_sync__device_guard *guard,
-                      dl_sync_stream producer) {
-  if (record != NULL && (record->runtime_family != dl_sync__family(producer.device.device_type) ||
-                         record->device.device_id != producer.device.device_id))
-    return dl_sync__error(
-        DL_SYNC_EINVAL,
-        "tensor %p carries an event of device %d (%s runtime); it cannot "
-        "be re-recorded on %s:%d",
-        v->tensor, (int)record->device.device_id, family_name(record->runtime_family),
-        dl_sync__device_type_name(producer.device.device_type), (int)producer.device.device_id);
+                      dl_sync__guard *guard, dl_sync__bound *producer) {
+  DLDevice device = producer->stream.device;
+  if (record != NULL && (record->runtime_family != dl_sync__family(device.device_type) ||
+                         record->device.device_id != device.device_id))
+    return dl_sync__error(DL_SYNC_EINVAL,
+                          "tensor %p carries an event of device %d (%s runtime); it cannot "
+                          "be re-recorded on %s:%d",
+                          v->tensor, (int)record->device.device_id,
+                          family_name(record->runtime_family),
+                          dl_sync__device_type_name(device.device_type), (int)device.device_id);
+  int status = record != NULL ? same_context(v, record, guard, producer) : DL_SYNC_OK;
   dl_sync_capture_info info;
-  int status = dl_sync__capture_query(b, guard, producer, &info);
+  if (status == DL_SYNC_OK) status = dl_sync__capture_query(guard, producer, &info);
   if (status != DL_SYNC_OK || info.status == DL_SYNC_CAPTURE_NONE) return status;
   return dl_sync__error(DL_SYNC_ECAPTURE,
                         "the producer's stream %p is capturing a graph: a per-tensor event "
                         "recorded now would belong to the capture. Record it after the "
                         "capture, or exchange on the producer's current work stream",
-                        producer.handle);
+                        producer->stream.handle);
 }
 
 /* Records on producer (re-recording the event of any copy in place); *installed receives
@@ -237,21 +263,22 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
   const dl_sync_backend *b = NULL;
   if (status == DL_SYNC_OK) status = dl_sync__backend_for(producer.device, &b);
   if (status != DL_SYNC_OK) return status;
-  producer = dl_sync_stream_view(producer.device, producer.handle);
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, b);
-  status = recordable(v, record, b, &guard, producer);
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, b);
+  dl_sync__bound bound;
+  status = dl_sync__bind(&guard, dl_sync_stream_view(producer.device, producer.handle), &bound);
+  if (status == DL_SYNC_OK) status = recordable(v, record, &guard, &bound);
   tensor_owner *fresh = NULL;
   if (status == DL_SYNC_OK && record == NULL) {
-    fresh = new_owner(b, &guard, producer, &status);
+    fresh = new_owner(&guard, &bound, &status);
     if (fresh != NULL) record = &fresh->record;
   }
-  if (status == DL_SYNC_OK) status = dl_sync__record(b, &guard, record->event, producer);
+  if (status == DL_SYNC_OK) status = dl_sync__record(&guard, record->event, &bound);
   if (fresh != NULL && status != DL_SYNC_OK)
     owner_release(fresh);
   else
     *installed = fresh;
-  return dl_sync__device_guard_end(&guard, producer.device, status);
+  return dl_sync__guard_end(&guard, producer.device, status);
 }
 
 static dl_sync__tensor_event_ref ref_of(dl_sync_tensor_event_owner *record) {
@@ -274,48 +301,42 @@ int dl_sync__tensor_event_find(const DLManagedTensorVersioned *versioned,
 
 /* A capturing consumer: an external event-wait node, and the graph keeps the event alive
    through the owner's retain / release (whichever copy the owner is). */
-static int wait_external(const dl_sync_tensor_event_owner *record, const dl_sync_backend *b,
-                         dl_sync__device_guard *guard, dl_sync_stream consumer) {
+static int wait_external(const dl_sync_tensor_event_owner *record, dl_sync__guard *guard,
+                         const dl_sync__bound *consumer) {
+  const dl_sync_backend *b = guard->backend;
   if (b->stream_wait_external == NULL || b->graph_retain == NULL)
     return dl_sync__error(DL_SYNC_ENOTSUP,
                           "the consumer's stream %p is capturing a graph and the %s runtime "
                           "cannot wait on an outside event from a capture",
-                          consumer.handle, b->name);
+                          consumer->stream.handle, b->name);
   record->retain(record->event_ctx); /* the graph's reference */
-  return dl_sync__wait_external(b, guard, consumer, record->event, record->event_ctx,
+  return dl_sync__wait_external(guard, consumer, record->event, record->event_ctx,
                                 record->release);
 }
 
-int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync_stream consumer,
+int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync__guard *guard,
+                               const dl_sync__bound *consumer,
                                const dl_sync_capture_info *consumer_capture) {
   const dl_sync_tensor_event_owner *record = ref->owner;
-  int status = check_stream("consumer stream", consumer);
-  if (status != DL_SYNC_OK) return status;
-  if (dl_sync__family(consumer.device.device_type) != record->runtime_family)
+  DLDevice device = consumer->stream.device;
+  if (dl_sync__family(device.device_type) != record->runtime_family)
     return dl_sync__error(
         DL_SYNC_ENOTSUP,
         "the tensor's event %p is an event of the %s runtime (recorded on "
         "device %d); the consumer stream on %s:%d cannot wait on it",
         record->event, family_name(record->runtime_family), (int)record->device.device_id,
-        dl_sync__device_type_name(consumer.device.device_type), (int)consumer.device.device_id);
-  const dl_sync_backend *b = NULL; /* the consumer copy's: events are process-wide */
-  status = dl_sync__backend_for(consumer.device, &b);
-  if (status != DL_SYNC_OK) return status;
-  consumer = dl_sync_stream_view(consumer.device, consumer.handle);
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, b);
+        dl_sync__device_type_name(device.device_type), (int)device.device_id);
   dl_sync_capture_info info;
+  int status;
   if (consumer_capture != NULL) {
     info = *consumer_capture;
-    status = dl_sync__capture_usable(consumer, &info);
+    status = dl_sync__capture_usable(consumer->stream, &info);
   } else {
-    status = dl_sync__capture_query(b, &guard, consumer, &info);
+    status = dl_sync__capture_query(guard, consumer, &info);
   }
   if (status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE)
-    status = wait_external(record, b, &guard, consumer);
-  else if (status == DL_SYNC_OK)
-    status = dl_sync__wait(b, &guard, consumer, record->event);
-  return dl_sync__device_guard_end(&guard, consumer.device, status);
+    return wait_external(record, guard, consumer);
+  return status == DL_SYNC_OK ? dl_sync__wait(guard, consumer, record->event) : status;
 }
 
 static int wait_for(const void *tensor, int legacy, dl_sync_stream consumer) {
@@ -325,9 +346,16 @@ static int wait_for(const void *tensor, int legacy, dl_sync_stream consumer) {
   int status = record_of(&v, &record);
   if (status != DL_SYNC_OK || record == NULL) return status; /* another producer's: no wait */
   status = check_tensor_stream(&v, "consumer stream", consumer);
+  const dl_sync_backend *b = NULL; /* the consumer copy's: events are process-wide */
+  if (status == DL_SYNC_OK) status = dl_sync__backend_for(consumer.device, &b);
   if (status != DL_SYNC_OK) return status;
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, b);
+  dl_sync__bound bound;
+  status = dl_sync__bind(&guard, dl_sync_stream_view(consumer.device, consumer.handle), &bound);
   dl_sync__tensor_event_ref ref = ref_of(record);
-  return dl_sync__tensor_event_wait(&ref, consumer, NULL);
+  if (status == DL_SYNC_OK) status = dl_sync__tensor_event_wait(&ref, &guard, &bound, NULL);
+  return dl_sync__guard_end(&guard, consumer.device, status);
 }
 
 static int synchronize(const void *tensor, int legacy) {

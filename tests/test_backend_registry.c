@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The backend registry: installing, restoring defaults, validation, concurrent readers. */
 #include <pthread.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -85,24 +86,49 @@ static int stream_no_context(void *ctx, void *stream, void **context) {
   return 0;
 }
 
-/* The context callbacks come as a set: pools keyed by a context dlsync cannot make
-   current, or a context saved and never restored, would be wrong silently. */
+static int primary_none(void *ctx, int32_t device_id, void **context) {
+  (void)ctx;
+  (void)device_id;
+  *context = NULL;
+  return 0;
+}
+static int id_none(void *ctx, void *context, uint64_t *id) {
+  (void)ctx;
+  (void)context;
+  *id = 0;
+  return 0;
+}
+
+/* The context callbacks come as a set: pools keyed by a context dlsync cannot identify
+   or make current, or a context saved and never restored, would be wrong silently. Each
+   one missing from a set that has the others is named. */
 static void test_context_callbacks_come_together(void **state) {
   (void)state;
-  dl_sync_backend partial = counting_backend;
-  partial.get_context = no_context;
-  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
-  assert_error_mentions("lacks the required callback set_context");
-  partial.set_context = set_no_context;
-  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
-  assert_error_mentions("lacks the required callback stream_context");
-  partial = counting_backend;
-  partial.stream_context = stream_no_context;
-  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
+  const char *names[] = {"get_context", "set_context", "stream_context", "primary_context",
+                         "context_id"};
+  for (int missing = 0; missing < 5; missing++) {
+    dl_sync_backend partial = counting_backend;
+    partial.get_context = missing == 0 ? NULL : no_context;
+    partial.set_context = missing == 1 ? NULL : set_no_context;
+    partial.stream_context = missing == 2 ? NULL : stream_no_context;
+    partial.primary_context = missing == 3 ? NULL : primary_none;
+    partial.context_id = missing == 4 ? NULL : id_none;
+    assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_EINVAL);
+    char expected[96];
+    snprintf(expected, sizeof expected, "lacks the required callback %s", names[missing]);
+    assert_error_mentions(expected);
+  }
+  dl_sync_backend only_one = counting_backend;
+  only_one.context_id = id_none;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &only_one), DL_SYNC_EINVAL);
   assert_error_mentions("lacks the required callback get_context");
-  partial.get_context = no_context;
-  partial.set_context = set_no_context;
-  assert_int_equal(dl_sync_set_backend(kDLCUDA, &partial), DL_SYNC_OK);
+  dl_sync_backend full = counting_backend;
+  full.get_context = no_context;
+  full.set_context = set_no_context;
+  full.stream_context = stream_no_context;
+  full.primary_context = primary_none;
+  full.context_id = id_none;
+  assert_int_equal(dl_sync_set_backend(kDLCUDA, &full), DL_SYNC_OK);
   assert_int_equal(dl_sync_set_backend(kDLCUDA, NULL), DL_SYNC_OK);
 }
 

@@ -92,8 +92,8 @@ static const dl_sync_backend ring_backend = {
 };
 
 static void *acquire(dl_sync__pool *pool) {
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, &ring_backend);
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, &ring_backend);
   void *event = NULL;
   assert_int_equal(dl_sync__pool_acquire(pool, &guard, &event), DL_SYNC_OK);
   return event;
@@ -103,7 +103,7 @@ static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
   /* 16 live events (the first capacity), all idle, oldest first: 1..16. */
   void *events[17];
   for (int i = 1; i <= 16; i++) events[i] = acquire(pool);
@@ -148,7 +148,7 @@ static void test_shutdown_racing_a_graph_destructor(void **state) {
     memset(destroyed, 0, sizeof destroyed);
     dl_sync__pool *pool = NULL;
     DLDevice device = {kDLCUDA, 0};
-    assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, &pool), DL_SYNC_OK);
+    assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
     void *job[2] = {pool, acquire(pool)};
     pthread_t destructor;
     assert_int_equal(pthread_create(&destructor, NULL, give_back, job), 0);
@@ -164,7 +164,7 @@ static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
   dl_sync__pool_release(pool, acquire(pool));
   dl_sync_pool_stats stats;
   assert_int_equal(dl_sync_pool_stats_get(&ring_backend, 0, &stats), DL_SYNC_OK);
@@ -213,14 +213,14 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   cached.event_destroy = blocking_destroy;
   DLDevice device = {kDLCUDA, 0};
   dl_sync__pool *pool = NULL;
-  assert_int_equal(dl_sync__pool_get(&cached, device, NULL, &pool), DL_SYNC_OK);
-  dl_sync__device_guard guard;
-  dl_sync__device_guard_init(&guard, &cached);
+  assert_int_equal(dl_sync__pool_get(&cached, device, NULL, 0, &pool), DL_SYNC_OK);
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, &cached);
   void *parents = NULL, *idle = NULL;
   assert_int_equal(dl_sync__pool_acquire(pool, &guard, &idle), DL_SYNC_OK);
   dl_sync__pool_release(pool, idle); /* for the shutdown below to block on */
   dl_sync__borrowed borrowed;
-  assert_int_equal(dl_sync__pool_borrow(&cached, device, NULL, &guard, &borrowed),
+  assert_int_equal(dl_sync__pool_borrow(&cached, device, NULL, 0, &guard, &borrowed),
                    DL_SYNC_OK);
   parents = borrowed.event;
   dl_sync__pool_return(&borrowed); /* held by this thread's cache now */
@@ -236,9 +236,9 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
     alarm(20); /* a deadlock ends the child by signal, and the test fails */
     destroy_released = 1; /* the child's own events are destroyed without blocking */
     dl_sync__borrowed fresh = {0};
-    dl_sync__device_guard child_guard;
-    dl_sync__device_guard_init(&child_guard, &cached);
-    int clean = dl_sync__pool_borrow(&cached, device, NULL, &child_guard, &fresh) ==
+    dl_sync__guard child_guard;
+    dl_sync__guard_init(&child_guard, &cached);
+    int clean = dl_sync__pool_borrow(&cached, device, NULL, 0, &child_guard, &fresh) ==
                     DL_SYNC_OK &&
                 fresh.event != parents && fresh.event != idle;
     void *event = fresh.event;

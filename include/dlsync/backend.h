@@ -103,18 +103,30 @@ struct dl_sync_backend {
       errors, ENOMEM for allocation failures, EBACKEND otherwise. */
   int (*error_status)(void *ctx, int code);
 
-  /* Contexts, for runtimes that have them (the CUDA driver); all three NULL otherwise.
+  /* Contexts, for runtimes that have them (the CUDA driver); all five NULL otherwise.
      A context owns its streams and events, and an event records only on a stream of its
-     own context: dlsync keeps one event pool per context, creates a pool's events with
-     its context current, and after switching restores the caller's context exactly. */
+     own context. dlsync resolves every stream a call names to its context once, before
+     it switches anything: an explicit handle's is stream_context's answer; a default
+     stream of device N is the caller's current context when that is N's, else N's
+     primary context. It keeps one event pool per context identity (context_id), creates
+     a pool's events with its context current, makes a default stream's context current
+     for each call on it, and restores the caller's exact context (NULL included). */
   /** The calling thread's current context, or NULL when none is current. */
   int (*get_context)(void *ctx, void **context);
-  /** Makes context (from get_context or stream_context; NULL: none) current. */
+  /** Makes context (from get_context, stream_context or primary_context; NULL: none)
+      current. */
   int (*set_context)(void *ctx, void *context);
-  /** The context stream belongs to; for a default stream, the current context. */
+  /** The context an explicit (non-default) stream handle belongs to. */
   int (*stream_context)(void *ctx, void *stream, void **context);
-  /** The runtime calls behind get_context, set_context and stream_context, for messages. */
-  const char *context_call_names[3];
+  /** Device device_id's primary context, without making it current. The backend keeps
+      what it needs alive and gives it back at dl_sync_shutdown. */
+  int (*primary_context)(void *ctx, int32_t device_id, void **context);
+  /** context's identity: unique for the life of the process, and changed when the
+      context is destroyed or (a primary context) reset, whose events die with it. */
+  int (*context_id)(void *ctx, void *context, uint64_t *id);
+  /** The runtime calls behind get_context, set_context, stream_context, primary_context
+      and context_id, for messages. */
+  const char *context_call_names[5];
 };
 
 /**
@@ -123,7 +135,7 @@ struct dl_sync_backend {
  * against concurrent readers. The backend must stay valid until dl_sync_shutdown()
  * has run after its last use. EINVAL for unknown device types, device types without
  * stream conventions (only CUDA and ROCm types take a backend) and a backend missing a
- * required callback (the three context callbacks come together or not at all).
+ * required callback (the five context callbacks come together or not at all).
  */
 DL_SYNC_API int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend);
 

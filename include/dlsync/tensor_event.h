@@ -45,7 +45,7 @@ extern "C" {
 #define DL_SYNC_TENSOR_EVENT_MAGIC UINT64_C(0x646c73796e636576)
 /** A copy waits only on records of its own major; minors only add fields at the end. */
 #define DL_SYNC_TENSOR_EVENT_ABI_MAJOR 1
-#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 0
+#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 1
 
 /** Runtime families: which runtime's events the native handle is. Derived from the
     device type: CUDA for kDLCUDA, kDLCUDAHost, kDLCUDAManaged; ROCm for kDLROCM and
@@ -84,6 +84,10 @@ typedef struct dl_sync_tensor_event_owner {
   /** Drops a reference; the last one gives the event back to the owner copy's pool.
       Thread-safe, makes no runtime call: safe from a graph user object's destructor. */
   void (*release)(void *event_ctx);
+  /* Minor 1 (present when size covers it). */
+  /** The identity of the context the event belongs to (a backend with contexts: the CUDA
+      driver's cuCtxGetId), else 0. An event records only in its own context. */
+  uint64_t context_id;
 } dl_sync_tensor_event_owner;
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
@@ -105,7 +109,8 @@ DL_SYNC__PIN(event, 64);
 DL_SYNC__PIN(event_ctx, 72);
 DL_SYNC__PIN(retain, 80);
 DL_SYNC__PIN(release, 88);
-_Static_assert(sizeof(dl_sync_tensor_event_owner) == 96, "owner record: 96 bytes in ABI 1.0");
+DL_SYNC__PIN(context_id, 96);
+_Static_assert(sizeof(dl_sync_tensor_event_owner) == 104, "owner record: 104 bytes in ABI 1.1");
 #undef DL_SYNC__PIN
 #endif
 

@@ -7,10 +7,12 @@
  * entry points fetched at one API version (cuda_driver_api.h), cuInit run once.
  *
  * Contexts: a stream's events are created and recorded in the stream's own context
- * (cuStreamGetCtx; a green context's streams report it converted); a default stream
- * names the current context's. Switching device makes its primary context current, as
- * the runtime does; dlsync restores the caller's exact context afterwards. The driver
- * keeps no "last error", so the runtime's is never touched.
+ * (cuStreamGetCtx; a green context's streams report it converted), pooled by the
+ * context's cuCtxGetId; a default stream names the current context's. A device's primary
+ * context is retained only to name its default streams for a caller that has no context of
+ * that device current, once, and released at dl_sync_shutdown. Event queries and
+ * synchronizations run in the relaxed capture mode. The driver keeps no "last error", so
+ * the runtime's is never touched.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +22,9 @@
 #include "loader.h"
 
 static const char *const driver_sonames[] = {"libcuda.so.1", NULL};
+
+/* dlsync's own code (below the loader's): a device whose compute mode prohibits contexts. */
+enum { DL_SYNC__CU_PROHIBITED = DL_SYNC__NO_RUNTIME - 1 };
 
 static int resolve(dl_sync__runtime *rt);
 
@@ -92,8 +97,17 @@ static int device_count;
 static CUdevice devices[DL_SYNC__CUDA_MAX_DEVICES];
 static _Atomic(CUcontext) primary[DL_SYNC__CUDA_MAX_DEVICES];
 
+/* A child forked after cuInit: the driver answers it CUDA_ERROR_NOT_INITIALIZED, and
+   CUDA cannot be used there at all (cuInit included). */
+static atomic_int forked_after_init;
+
+static void note_fork(void) {
+  atomic_store(&forked_after_init, 1);
+}
+
 static void init(void) {
   init_code = api.cuInit(0);
+  if (init_code == CUDA_SUCCESS) pthread_atfork(NULL, NULL, note_fork);
   if (init_code == CUDA_SUCCESS) init_code = api.cuDeviceGetCount(&device_count);
   if (device_count > DL_SYNC__CUDA_MAX_DEVICES) device_count = DL_SYNC__CUDA_MAX_DEVICES;
   for (int i = 0; i < device_count && init_code == CUDA_SUCCESS; i++)
@@ -135,21 +149,50 @@ static int cu_get_device(void *ctx, int32_t *device_id) {
   return code;
 }
 
-/* Device N's primary context, retained for the life of the process (the runtime keeps
-   it so too). No lock (a forked child must never meet one held): two threads that race
-   retain it twice, which only raises a count that is never released. */
+/* Device N's primary context, retained once by dlsync until dl_sync_shutdown: "the
+   primary context will be active and available to the user until the user releases it"
+   (cuDevicePrimaryCtxRetain). No lock (a forked child must never meet one held): of two
+   threads that race, the one that did not publish gives its reference back. */
 static CUresult primary_context(int32_t device_id, CUcontext *context) {
+  if (device_id < 0 || device_id >= device_count) return CUDA_ERROR_INVALID_DEVICE;
   *context = atomic_load(&primary[device_id]);
   if (*context != NULL) return CUDA_SUCCESS;
-  CUresult code = api.cuDevicePrimaryCtxRetain(context, devices[device_id]);
-  if (code == CUDA_SUCCESS) atomic_store(&primary[device_id], *context);
-  return code;
+  CUcontext retained = NULL, expected = NULL;
+  CUresult code = api.cuDevicePrimaryCtxRetain(&retained, devices[device_id]);
+  /* "Retaining the primary context for the first time will fail with CUDA_ERROR_UNKNOWN
+     if the compute mode of the device is CU_COMPUTEMODE_PROHIBITED." */
+  if (code == CUDA_ERROR_UNKNOWN) return DL_SYNC__CU_PROHIBITED;
+  if (code != CUDA_SUCCESS) return code;
+  if (!atomic_compare_exchange_strong(&primary[device_id], &expected, retained))
+    api.cuDevicePrimaryCtxRelease(devices[device_id]); /* the same handle: one is enough */
+  *context = atomic_load(&primary[device_id]);
+  return CUDA_SUCCESS;
+}
+
+int dl_sync__cuda_driver_release_contexts(void) {
+  if (atomic_load(&driver.state) != DL_SYNC__RUNTIME_READY || init_code != CUDA_SUCCESS)
+    return DL_SYNC_OK;
+  int status = DL_SYNC_OK;
+  for (int i = 0; i < device_count; i++) {
+    if (atomic_exchange(&primary[i], NULL) == NULL) continue;
+    CUresult code = api.cuDevicePrimaryCtxRelease(devices[i]);
+    if (code != CUDA_SUCCESS && status == DL_SYNC_OK)
+      status = dl_sync__runtime_call_error(dl_sync_cuda_backend(), "cuDevicePrimaryCtxRelease",
+                                           code, (DLDevice){kDLCUDA, i});
+  }
+  return status;
+}
+
+static int cu_primary_context(void *ctx, int32_t device_id, void **context) {
+  (void)ctx;
+  *context = NULL;
+  DL_SYNC__NEED_DRIVER();
+  return primary_context(device_id, (CUcontext *)context);
 }
 
 static int cu_set_device(void *ctx, int32_t device_id) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  if (device_id < 0 || device_id >= device_count) return CUDA_ERROR_INVALID_DEVICE;
   CUcontext context = NULL;
   CUresult code = primary_context(device_id, &context);
   return code != CUDA_SUCCESS ? code : api.cuCtxSetCurrent(context);
@@ -173,6 +216,20 @@ static int cu_stream_context(void *ctx, void *stream, void **context) {
   *context = NULL;
   DL_SYNC__NEED_DRIVER();
   return api.cuStreamGetCtx((CUstream)stream, (CUcontext *)context);
+}
+
+/* cuCtxGetId: "The Id is unique for the life of the program for this instance of CUDA."
+   A primary context keeps its handle when it is reset (its last reference released, or
+   cuDevicePrimaryCtxReset), and comes back from the reset as a new context with a new
+   Id; a destroyed context's handle may be handed out again for a new one, with a new Id. */
+static int cu_context_id(void *ctx, void *context, uint64_t *id) {
+  (void)ctx;
+  *id = 0;
+  DL_SYNC__NEED_DRIVER();
+  unsigned long long value = 0;
+  CUresult code = api.cuCtxGetId((CUcontext)context, &value);
+  *id = value;
+  return code;
 }
 
 static int cu_event_create(void *ctx, void **event) {
@@ -205,17 +262,33 @@ static int cu_stream_wait_external(void *ctx, void *stream, void *event) {
   return api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_EXTERNAL);
 }
 
+/* cuThreadExchangeStreamCaptureMode: in the global mode (the default), while "any other
+   thread has a concurrent capture sequence initiated with CU_STREAM_CAPTURE_MODE_GLOBAL,
+   this thread is prohibited from potentially unsafe API calls", and an event query or
+   synchronization is one (a blocking call is never part of a graph). In the relaxed mode
+   "the local thread is not prohibited from potentially unsafe API calls": dlsync asks in
+   it, never on an event recorded in a capture, and puts the caller's mode back. */
+static CUresult relaxed(CUresult (*call)(CUevent event), CUevent event) {
+  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUresult code = api.cuThreadExchangeStreamCaptureMode(&mode);
+  if (code != CUDA_SUCCESS) return code;
+  code = call(event);
+  CUresult restored = api.cuThreadExchangeStreamCaptureMode(&mode);
+  int answered = code == CUDA_SUCCESS || code == CUDA_ERROR_NOT_READY;
+  return answered && restored != CUDA_SUCCESS ? restored : code;
+}
+
 static int cu_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  return api.cuEventSynchronize((CUevent)event);
+  return relaxed(api.cuEventSynchronize, (CUevent)event);
 }
 
 static int cu_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_DRIVER();
-  CUresult code = api.cuEventQuery((CUevent)event);
+  CUresult code = relaxed(api.cuEventQuery, (CUevent)event);
   *complete = code == CUDA_SUCCESS;
   return code == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : code;
 }
@@ -261,6 +334,7 @@ static int cu_graph_retain(void *ctx, void *stream, void *object, void (*release
 static const char *cu_error_name(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return "no CUDA driver";
+  if (code == DL_SYNC__CU_PROHIBITED) return "CUDA_ERROR_UNKNOWN";
   const char *name = NULL;
   if (!dl_sync__runtime_find(&driver, 0) || api.cuGetErrorName(code, &name) != CUDA_SUCCESS ||
       name == NULL)
@@ -271,6 +345,14 @@ static const char *cu_error_name(void *ctx, int code) {
 static const char *cu_error_string(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return driver.why;
+  if (code == DL_SYNC__CU_PROHIBITED)
+    return "the first retain of the device's primary context failed, as it does when the "
+           "device's compute mode is CU_COMPUTEMODE_PROHIBITED (no context can be created on "
+           "it): the device is not usable by this process";
+  if (code == CUDA_ERROR_NOT_INITIALIZED && atomic_load(&forked_after_init))
+    return "this process was forked after CUDA was initialized in its parent, and CUDA "
+           "cannot be used in such a child: initialize CUDA after fork, or start the child "
+           "with a spawn/forkserver method";
   const char *text = NULL;
   if (!dl_sync__runtime_find(&driver, 0) || api.cuGetErrorString(code, &text) != CUDA_SUCCESS ||
       text == NULL)
@@ -278,10 +360,17 @@ static const char *cu_error_string(void *ctx, int code) {
   return text;
 }
 
+/* The codes that mean "no usable device", whatever call met them: no driver, no device,
+   the stub library, an unready system or MPS, a device that cuInit would not take. */
 static int cu_error_status(void *ctx, int code) {
   (void)ctx;
+  if (code != CUDA_SUCCESS && code == init_code) return DL_SYNC_ENODEV; /* cuInit's answer */
+  if (code >= CUDA_ERROR_MPS_CONNECTION_FAILED && code <= CUDA_ERROR_MPS_CLIENT_TERMINATED)
+    return DL_SYNC_ENODEV;
   switch (code) {
     case DL_SYNC__NO_RUNTIME:
+    case DL_SYNC__CU_PROHIBITED:
+    case CUDA_ERROR_SYSTEM_NOT_READY:
     case CUDA_ERROR_NOT_INITIALIZED:
     case CUDA_ERROR_DEINITIALIZED:
     case CUDA_ERROR_STUB_LIBRARY:
@@ -335,7 +424,10 @@ static const dl_sync_backend cuda_driver_backend = {
     .get_context = cu_get_context,
     .set_context = cu_set_context,
     .stream_context = cu_stream_context,
-    .context_call_names = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamGetCtx"},
+    .primary_context = cu_primary_context,
+    .context_id = cu_context_id,
+    .context_call_names = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamGetCtx",
+                           "cuDevicePrimaryCtxRetain", "cuCtxGetId"},
 };
 
 const dl_sync_backend *dl_sync_cuda_backend(void) {

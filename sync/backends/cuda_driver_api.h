@@ -24,12 +24,19 @@
   X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46)              \
   X(CUDA_ERROR_NO_DEVICE, 100)                      \
   X(CUDA_ERROR_INVALID_DEVICE, 101)                 \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201)                \
   X(CUDA_ERROR_NOT_READY, 600)                      \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709)           \
+  X(CUDA_ERROR_SYSTEM_NOT_READY, 802)               \
   X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803)         \
   X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804) \
+  X(CUDA_ERROR_MPS_CONNECTION_FAILED, 805)          \
+  X(CUDA_ERROR_MPS_CLIENT_TERMINATED, 810)          \
   X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900)     \
   X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, 903)       \
   X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, 908)    \
+  X(CUDA_ERROR_UNKNOWN, 999)                        \
+  X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)              \
   X(CU_STREAM_CAPTURE_STATUS_NONE, 0)               \
   X(CU_STREAM_CAPTURE_STATUS_ACTIVE, 1)             \
   X(CU_EVENT_DISABLE_TIMING, 0x2)                   \
@@ -67,6 +74,8 @@ typedef CUresult (*dl_sync__cu_get_proc_address)(const char *symbol, void **pfn,
   X(CUresult, cuDeviceGetCount, (int *count))                                                      \
   X(CUresult, cuDeviceGet, (CUdevice * device, int ordinal))                                       \
   X(CUresult, cuDevicePrimaryCtxRetain, (CUcontext * context, CUdevice device))                    \
+  X(CUresult, cuDevicePrimaryCtxRelease, (CUdevice device))                                        \
+  X(CUresult, cuCtxGetId, (CUcontext context, unsigned long long *id))                             \
   X(CUresult, cuCtxGetCurrent, (CUcontext * context))                                              \
   X(CUresult, cuCtxSetCurrent, (CUcontext context))                                                \
   X(CUresult, cuCtxGetDevice, (CUdevice * device))                                                 \
@@ -77,6 +86,7 @@ typedef CUresult (*dl_sync__cu_get_proc_address)(const char *symbol, void **pfn,
   X(CUresult, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))             \
   X(CUresult, cuEventSynchronize, (CUevent event))                                                 \
   X(CUresult, cuEventQuery, (CUevent event))                                                       \
+  X(CUresult, cuThreadExchangeStreamCaptureMode, (int *mode))                                      \
   X(CUresult, cuStreamGetCaptureInfo,                                                              \
     (CUstream stream, int *status, uint64_t *id, CUgraph *graph, const CUgraphNode **dependencies, \
      size_t *count))                                                                               \

@@ -14,9 +14,6 @@
 
 #include "../internal.h"
 
-/* The code a backend's callbacks return when it has no library to call: below every
-   runtime's own codes (those are >= 0). */
-enum { DL_SYNC__NO_RUNTIME = -1 };
 
 enum { DL_SYNC__RUNTIME_UNFOUND, DL_SYNC__RUNTIME_READY, DL_SYNC__RUNTIME_REJECTED };
 

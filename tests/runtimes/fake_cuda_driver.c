@@ -16,6 +16,7 @@
  * they are observations, never behaviour.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,6 +77,7 @@ enum {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
   CUDA_ERROR_NOT_PERMITTED = 800,
@@ -93,6 +95,8 @@ enum {
   CU_EVENT_DISABLE_TIMING = 0x2,
   CU_EVENT_INTERPROCESS = 0x4,
   CU_EVENT_WAIT_EXTERNAL = 0x1,
+  CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
   CU_STREAM_CAPTURE_MODE_RELAXED = 2,
   CU_CTX_SCHED_MASK = 0x07,
   CU_USER_OBJECT_NO_DESTRUCTOR_SYNC = 1,
@@ -111,6 +115,7 @@ enum { FAKE_MAX_CONTEXTS = 32, FAKE_CONTEXT_STACK = 32 };
 typedef struct fake_context {
   int device;
   int primary;
+  unsigned long long id; /* cuCtxGetId; a primary context's changes at each activation */
   unsigned retained; /* a primary context's references (cuDevicePrimaryCtxRetain) */
   int destroyed;     /* cuCtxDestroy ran on it */
   fake_stream *legacy, *per_thread;
@@ -128,10 +133,24 @@ static _Thread_local int in_destructor; /* a user object's destructor is running
 static fake_event **events;             /* the live events */
 static size_t event_count, event_capacity;
 static fake_stream *last_record, *last_wait;
+/* Every successful record and wait, in order, for the tests (fake_cuda_log). */
+enum { FAKE_LOG_SIZE = 64 };
+typedef struct logged_call {
+  char op; /* 'r' record, 'w' wait, 'x' external wait */
+  fake_stream *stream;
+} logged_call;
+static logged_call call_log[FAKE_LOG_SIZE];
+static int log_count;
 static struct {
-  long stream_get_ctx, ctx_set_current, primary_retain, init, per_thread_lookups;
-  long destructor_calls;
+  long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init, per_thread_lookups;
+  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls;
 } driver_counters;
+static unsigned long long next_context_id = 1;
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static _Thread_local int capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static _Thread_local char thread_identity; /* its address names the calling thread */
+/* The captures in progress (begun and not ended), for the capture-mode rules. */
+static fake_capture *live_captures[FAKE_MAX_STREAMS];
 
 /* CUDA_ERROR_STUB_LIBRARY: "Applications that run with the stub rather than a real driver
    loaded will result in CUDA API returning this error." cuUserObjectCreate: "Destructor
@@ -156,6 +175,14 @@ static struct {
     ENTER_ANY();                                             \
     if (initialized != 1) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
+
+/* A handle that names nothing live: a test counts these ("dead_handles"); a real driver
+   may answer them so or misbehave (a destroyed event's or context's handle is not valid
+   afterwards: cuEventDestroy, cuCtxDestroy). */
+static CUresult dead(CUresult code) {
+  driver_counters.dead_handles++;
+  return code;
+}
 
 /* ---- contexts ----------------------------------------------------------------------- */
 
@@ -184,7 +211,7 @@ static int is_gone(const fake_context *context) {
 static CUresult current_context(fake_context **out) {
   fake_context *context = current();
   if (context == NULL) return CUDA_ERROR_INVALID_CONTEXT;
-  if (is_gone(context)) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (is_gone(context)) return dead(CUDA_ERROR_CONTEXT_IS_DESTROYED);
   *out = context;
   return CUDA_SUCCESS;
 }
@@ -208,6 +235,8 @@ static void event_forget(int index) {
 static void stream_free(fake_stream *stream) {
   if (last_record == stream) last_record = NULL;
   if (last_wait == stream) last_wait = NULL;
+  for (int i = 0; i < log_count; i++)
+    if (call_log[i].stream == stream) call_log[i].stream = NULL;
   fake_stream_free(stream);
 }
 
@@ -257,7 +286,7 @@ static CUresult resolve(CUstream handle, fake_stream **out) {
     *out = handle == CU_STREAM_PER_THREAD ? context->per_thread : context->legacy;
     return CUDA_SUCCESS;
   }
-  if (!known_stream(handle)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!known_stream(handle)) return dead(CUDA_ERROR_INVALID_HANDLE);
   *out = handle;
   return CUDA_SUCCESS;
 }
@@ -289,9 +318,23 @@ static int stream_kind(const fake_stream *stream) {
 
 /* ---- initialization and versions ---------------------------------------------------- */
 
+/* After fork() the child has none of the driver: "CUDA does not duplicate any of its
+   internal data structures or threads to other processes upon a call to fork. Any use of
+   CUDA after a call to fork and before a subsequent call to exec has undefined behavior"
+   (NVIDIA's CUDA C++ Guidelines for robust and safety-critical programming, rule 1.6). The
+   fake gives the defined answer drivers give there: every call, cuInit included, is
+   CUDA_ERROR_NOT_INITIALIZED. */
+static int forked_child;
+
+static void child_after_fork(void) {
+  forked_child = 1;
+  initialized = 0;
+}
+
 FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
   ENTER_ANY();
   driver_counters.init++;
+  if (forked_child) return CUDA_ERROR_NOT_INITIALIZED;
   /* "Currently, the Flags parameter must be 0." */
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (initialized == 1) return CUDA_SUCCESS;
@@ -310,6 +353,7 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
     fake_per_thread[d] = (fake_stream){.device = d, .context = &primaries[d]};
   }
   initialized = 1;
+  pthread_atfork(NULL, NULL, child_after_fork);
   return CUDA_SUCCESS;
 }
 
@@ -350,7 +394,10 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   driver_counters.primary_retain++;
-  primaries[dev].retained++;
+  /* Retained after a reset, or for the first time: a new context behind the same handle
+     ("The primary context is unique per device"), with a new Id (cuCtxGetId: "unique for
+     the life of the program"). */
+  if (primaries[dev].retained++ == 0) primaries[dev].id = next_context_id++;
   *pctx = &primaries[dev];
   return CUDA_SUCCESS;
 }
@@ -363,6 +410,7 @@ static CUresult primary_release(CUdevice dev) {
   ENTER();
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   if (primaries[dev].retained == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  driver_counters.primary_release++;
   if (--primaries[dev].retained == 0) context_reset(&primaries[dev]);
   return CUDA_SUCCESS;
 }
@@ -399,7 +447,7 @@ FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     if (depth > 0) depth--;
     return CUDA_SUCCESS;
   }
-  if (!known_context(ctx) || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!known_context(ctx) || ctx->destroyed) return dead(CUDA_ERROR_INVALID_CONTEXT);
   if (depth == 0) return push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   stack[depth - 1] = ctx;
   return CUDA_SUCCESS;
@@ -464,6 +512,66 @@ SINCE_13000 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
+/* cuCtxGetId: "Returns in ctxId the unique Id which is associated with a given context.
+   The Id is unique for the life of the program for this instance of CUDA. If context is
+   supplied as NULL and there is one current, the Id of the current context is returned."
+   Results include CUDA_ERROR_CONTEXT_IS_DESTROYED ("the context current to the calling
+   thread has been destroyed using cuCtxDestroy, or is a primary context which has not
+   yet been initialized") and CUDA_ERROR_INVALID_CONTEXT. */
+SINCE_12000 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId) {
+  ENTER();
+  driver_counters.ctx_get_id++;
+  if (ctxId == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (ctx == NULL) {
+    CUresult error = current_context(&ctx);
+    if (error != CUDA_SUCCESS) return error;
+  }
+  if (!known_context(ctx)) return dead(CUDA_ERROR_INVALID_CONTEXT);
+  if (is_gone(ctx)) return dead(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  *ctxId = ctx->id;
+  return CUDA_SUCCESS;
+}
+
+/* cuThreadExchangeStreamCaptureMode: "Sets the calling thread's stream capture interaction
+   mode to the value contained in *mode, and overwrites *mode with the previous mode for
+   the thread"; GLOBAL "is the default mode". */
+FAKE_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+  ENTER();
+  if (mode == NULL || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL ||
+      *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  int previous = capture_mode;
+  capture_mode = *mode;
+  *mode = previous;
+  return CUDA_SUCCESS;
+}
+
+/* cuThreadExchangeStreamCaptureMode: GLOBAL: "If the local thread has an ongoing capture
+   sequence that was not initiated with CU_STREAM_CAPTURE_MODE_RELAXED at
+   cuStreamBeginCapture, or if any other thread has a concurrent capture sequence initiated
+   with CU_STREAM_CAPTURE_MODE_GLOBAL, this thread is prohibited from potentially unsafe API
+   calls"; THREAD_LOCAL: only "the local thread['s] ongoing capture sequence not initiated
+   with CU_STREAM_CAPTURE_MODE_RELAXED"; RELAXED: "not prohibited". A prohibited call
+   answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ("the operation is not permitted when the
+   stream is capturing") and, as the fake is at least as strict as the driver, invalidates
+   the captures that prohibited it. The fake counts such calls ("prohibited_calls"). */
+static int prohibited(void) {
+  int found = 0;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+    fake_capture *capture = live_captures[i];
+    if (capture == NULL || capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
+    int own = capture->thread == &thread_identity;
+    if ((own && capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+        (!own && capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+         capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+      fake_capture_invalidate(capture);
+      found = 1;
+    }
+  }
+  if (found) driver_counters.prohibited_calls++;
+  return found;
+}
+
 /* cuCtxCreate: "Creates a new CUDA context and associates it with the calling thread ...
    If a context is already current to the thread, it is supplanted by the newly created
    context and may be restored by a subsequent call to cuCtxPopCurrent()"; "Only one of
@@ -478,6 +586,7 @@ static CUresult create_context(CUcontext *pctx, unsigned int flags, CUdevice dev
   if (slot == FAKE_MAX_CONTEXTS || depth == FAKE_CONTEXT_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
   fake_context *context = calloc(1, sizeof *context);
   context->device = dev;
+  context->id = next_context_id++;
   context->legacy = &context->own_defaults[0];
   context->per_thread = &context->own_defaults[1];
   context->own_defaults[0] = (fake_stream){.device = dev, .context = context};
@@ -611,7 +720,13 @@ static CUresult begin_capture(CUstream hStream, int mode) {
   CUresult error = resolve(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
   if (is_legacy(stream) || stream->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
+  int slot = 0;
+  while (slot < FAKE_MAX_STREAMS && live_captures[slot] != NULL) slot++;
+  if (slot == FAKE_MAX_STREAMS) return CUDA_ERROR_OUT_OF_MEMORY;
   fake_capture_begin(stream);
+  stream->capture->mode = mode;
+  stream->capture->thread = &thread_identity;
+  live_captures[slot] = stream->capture;
   return CUDA_SUCCESS;
 }
 
@@ -623,11 +738,70 @@ FAKE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
   return begin_capture(hStream, mode);
 }
 
-/* Runs user-object destructors: "Destructor callbacks cannot make CUDA API calls". */
+/* cuUserObjectCreate: "Destructor callbacks cannot make CUDA API calls and should avoid
+   blocking behavior, as they are executed by a shared internal thread." The fake runs them
+   in order on a thread of its own, later than the release that made them due; its test
+   hook fake_cuda_drain_destructors waits until every due one has run. */
+enum { FAKE_MAX_DUE = 256 };
+static pthread_mutex_t due_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t due_changed = PTHREAD_COND_INITIALIZER;
+static struct {
+  void (*destroy)(void *);
+  void *ptr;
+} due[FAKE_MAX_DUE];
+static int due_head, due_count, due_running, destructor_thread_started;
+
+static void *destructor_thread(void *unused) {
+  (void)unused;
+  in_destructor = 1;
+  pthread_mutex_lock(&due_lock);
+  for (;;) {
+    while (due_count == 0) pthread_cond_wait(&due_changed, &due_lock);
+    void (*destroy)(void *) = due[due_head].destroy;
+    void *ptr = due[due_head].ptr;
+    due_head = (due_head + 1) % FAKE_MAX_DUE;
+    due_count--;
+    due_running = 1;
+    pthread_mutex_unlock(&due_lock);
+    destroy(ptr);
+    pthread_mutex_lock(&due_lock);
+    due_running = 0;
+    pthread_cond_broadcast(&due_changed);
+  }
+  return NULL;
+}
+
+static void run_later(void (*destroy)(void *), void *ptr) {
+  pthread_mutex_lock(&due_lock);
+  if (!destructor_thread_started) {
+    pthread_t thread;
+    destructor_thread_started = pthread_create(&thread, NULL, destructor_thread, NULL) == 0;
+    if (destructor_thread_started) pthread_detach(thread);
+  }
+  while (due_count == FAKE_MAX_DUE) pthread_cond_wait(&due_changed, &due_lock);
+  due[(due_head + due_count) % FAKE_MAX_DUE].destroy = destroy;
+  due[(due_head + due_count) % FAKE_MAX_DUE].ptr = ptr;
+  due_count++;
+  pthread_cond_broadcast(&due_changed);
+  pthread_mutex_unlock(&due_lock);
+}
+
+FAKE_EXPORT void fake_cuda_drain_destructors(void);
+
+void fake_cuda_drain_destructors(void) {
+  pthread_mutex_lock(&due_lock);
+  while (due_count != 0 || due_running) pthread_cond_wait(&due_changed, &due_lock);
+  pthread_mutex_unlock(&due_lock);
+}
+
+/* "The object's destructor is invoked if the reference count reaches zero"
+   (cuUserObjectRelease): later, on the destructor thread. */
 static void release_object(fake_user_object *object, unsigned count) {
-  in_destructor++;
-  fake_user_object_release(object, count);
-  in_destructor--;
+  object->refs -= count;
+  if (object->refs != 0) return;
+  run_later(object->destroy, object->ptr);
+  fake_counters.user_objects_live--;
+  free(object);
 }
 
 /* Ends the capture begun on origin: every stream and event that joined it leaves it. The
@@ -646,6 +820,8 @@ static fake_graph *end_capture(fake_stream *origin) {
       created[i]->per_thread->capture = NULL;
   for (size_t i = 0; i < event_count; i++)
     if (events[i]->capture == capture) events[i]->capture = NULL;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (live_captures[i] == capture) live_captures[i] = NULL;
   fake_graph *graph = fake_capture_end(origin);
   origin->capture = NULL;
   return graph;
@@ -741,9 +917,9 @@ SINCE_12030 CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, int *captureSta
 FAKE_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   ENTER();
   if (hGraph == NULL) return CUDA_ERROR_INVALID_VALUE;
-  in_destructor++;
-  fake_graph_destroy(hGraph);
-  in_destructor--;
+  for (int i = 0; i < hGraph->object_count; i++)
+    release_object(hGraph->objects[i], hGraph->counts[i]);
+  free(hGraph);
   return CUDA_SUCCESS;
 }
 
@@ -785,7 +961,7 @@ FAKE_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 static CUresult destroy_event(CUevent hEvent) {
   ENTER();
   int index = event_index(hEvent);
-  if (index < 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (index < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   event_forget(index);
   fake_counters.event_destroy++;
   return CUDA_SUCCESS;
@@ -804,7 +980,7 @@ FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
    into the graph and the event belongs to that capture sequence. */
 FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   ENTER();
-  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   fake_stream *stream;
   CUresult error = resolve(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
@@ -812,6 +988,7 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   fake_counters.event_record++;
   last_record = stream;
+  if (log_count < FAKE_LOG_SIZE) call_log[log_count++] = (logged_call){'r', stream};
   hEvent->last_stream = stream;
   hEvent->capture = stream->capture;
   if (stream->capture != NULL) stream->capture->graph->nodes++;
@@ -833,7 +1010,7 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
    involved. */
 FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   ENTER();
-  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   if ((Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) != 0) return CUDA_ERROR_INVALID_VALUE;
   fake_stream *stream;
   CUresult error = resolve(hStream, &stream);
@@ -859,6 +1036,9 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigne
   }
   fake_counters.stream_wait++;
   last_wait = stream;
+  if (log_count < FAKE_LOG_SIZE)
+    call_log[log_count++] =
+        (logged_call){(Flags & CU_EVENT_WAIT_EXTERNAL) != 0 ? 'x' : 'w', stream};
   return CUDA_SUCCESS;
 }
 
@@ -870,15 +1050,17 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigne
    CUDA_SUCCESS", and so does every record. */
 FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
   ENTER();
-  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
-  return hEvent->capture != NULL ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+  if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
+  if (hEvent->capture != NULL) return CUDA_ERROR_CAPTURED_EVENT;
+  return prohibited() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
   ENTER();
-  if (event_index(hEvent) < 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   fake_counters.event_query++;
-  return hEvent->capture != NULL ? CUDA_ERROR_CAPTURED_EVENT : CUDA_SUCCESS;
+  if (hEvent->capture != NULL) return CUDA_ERROR_CAPTURED_EVENT;
+  return prohibited() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 /* ---- graph user objects ------------------------------------------------------------- */
@@ -1048,6 +1230,8 @@ static const struct {
     ROW("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     ROW("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     ROW("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+    ROW("cuCtxGetId", 12000, cuCtxGetId),
+    ROW("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     ROW("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     ROW("cuCtxGetDevice", 13000, cuCtxGetDevice_v2),
     ROW("cuCtxGetDevice", 2000, cuCtxGetDevice),
@@ -1146,6 +1330,10 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "init") == 0) return driver_counters.init;
   if (strcmp(name, "proc_address_per_thread") == 0) return driver_counters.per_thread_lookups;
   if (strcmp(name, "destructor_calls") == 0) return driver_counters.destructor_calls;
+  if (strcmp(name, "primary_release") == 0) return driver_counters.primary_release;
+  if (strcmp(name, "dead_handles") == 0) return driver_counters.dead_handles;
+  if (strcmp(name, "ctx_get_id") == 0) return driver_counters.ctx_get_id;
+  if (strcmp(name, "prohibited_calls") == 0) return driver_counters.prohibited_calls;
   return -1;
 }
 
@@ -1160,4 +1348,24 @@ int fake_cuda_last(const char *op, void **context) {
   if (stream == NULL) return -1;
   *context = stream->context;
   return stream_kind(stream);
+}
+
+/* The records and waits since the last call (at most 64): entry i's op ('r', 'w', 'x') is
+   returned, its stream's kind in *kind (as fake_cuda_last), context in *context and
+   stream in *stream (for a created stream, its handle). -1 past the end; i = -1 clears the
+   log and returns how many entries it had. */
+FAKE_EXPORT int fake_cuda_log(int i, int *kind, void **context, void **stream);
+
+int fake_cuda_log(int i, int *kind, void **context, void **stream) {
+  if (i < 0) {
+    int count = log_count;
+    log_count = 0;
+    return count;
+  }
+  if (i >= log_count) return -1;
+  fake_stream *where = call_log[i].stream;
+  *kind = where != NULL ? stream_kind(where) : -1;
+  *context = where != NULL ? where->context : NULL;
+  *stream = where;
+  return call_log[i].op;
 }

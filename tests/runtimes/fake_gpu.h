@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
-#define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has contexts instead */
+#define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has its own */
 
 enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
 
@@ -34,6 +34,8 @@ typedef struct fake_capture {
   int status; /* 1 active, 2 invalidated */
   fake_graph *graph;
   struct fake_stream *origin; /* the stream it began on */
+  int mode;                   /* the driver's CUstreamCaptureMode; 0 in the runtimes */
+  const void *thread;         /* the driver: the thread that began it */
 } fake_capture;
 
 typedef struct fake_stream {
@@ -134,7 +136,7 @@ static fake_graph *fake_capture_end(fake_stream *origin) {
   return graph;
 }
 
-static void fake_user_object_release(fake_user_object *object, unsigned count) {
+FAKE_RUNTIMES_ONLY static void fake_user_object_release(fake_user_object *object, unsigned count) {
   object->refs -= count;
   if (object->refs != 0) return;
   object->destroy(object->ptr);
@@ -142,7 +144,7 @@ static void fake_user_object_release(fake_user_object *object, unsigned count) {
   free(object);
 }
 
-static void fake_graph_destroy(fake_graph *graph) {
+FAKE_RUNTIMES_ONLY static void fake_graph_destroy(fake_graph *graph) {
   for (int i = 0; i < graph->object_count; i++)
     fake_user_object_release(graph->objects[i], graph->counts[i]);
   free(graph);

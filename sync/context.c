@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Where each call on a stream runs (docs/design.md, "Contexts"). A call binds every stream
+ * it names from what the caller had current when it came in, before anything is switched,
+ * and nothing later asks what is current now: a default stream of device N names the
+ * caller's context when that is N's, else N's primary context (backends with contexts), or
+ * device N (backends without). A call on a default stream runs with its place current, a
+ * pool's events are made with the pool's context current, and the caller's exact context
+ * (or device) is current again at the end. Explicit handles carry their context: calls on
+ * them switch nothing.
+ */
+#include "internal.h"
+
+enum { GET_CONTEXT, SET_CONTEXT, STREAM_CONTEXT, PRIMARY_CONTEXT, CONTEXT_ID };
+
+int dl_sync__context_error(const dl_sync_backend *backend, int which, int code, DLDevice device) {
+  static const char *const roles[] = {"get_context", "set_context", "stream_context",
+                                      "primary_context", "context_id"};
+  const char *call = backend->context_call_names[which];
+  return dl_sync__runtime_call_error(backend, call != NULL ? call : roles[which], code, device);
+}
+
+void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_backend *backend) {
+  *guard = (dl_sync__guard){.backend = backend, .contexts = backend->get_context != NULL};
+}
+
+/* What the caller has current, asked once and before the first switch. */
+static int know_caller(dl_sync__guard *guard, DLDevice device) {
+  if (guard->caller_known) return DL_SYNC_OK;
+  const dl_sync_backend *b = guard->backend;
+  guard->caller_context = NULL;
+  guard->caller_device = -1;
+  if (guard->contexts) {
+    int code = b->get_context(b->ctx, &guard->caller_context);
+    if (code != 0) return dl_sync__context_error(b, GET_CONTEXT, code, device);
+  }
+  if (!guard->contexts || guard->caller_context != NULL) {
+    int code = b->get_device(b->ctx, &guard->caller_device);
+    if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_GET_DEVICE, code, device);
+  }
+  guard->caller_known = 1;
+  guard->current_context = guard->caller_context;
+  guard->current_device = guard->caller_device;
+  return DL_SYNC_OK;
+}
+
+int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream, dl_sync__bound *out) {
+  *out = (dl_sync__bound){.stream = stream,
+                          .is_default = dl_sync__is_default_stream(stream.handle),
+                          .identified = !guard->contexts};
+  if (!guard->contexts || !out->is_default) return DL_SYNC_OK;
+  int status = know_caller(guard, stream.device);
+  if (status != DL_SYNC_OK) return status;
+  if (guard->caller_context != NULL && guard->caller_device == stream.device.device_id) {
+    out->context = guard->caller_context;
+    return DL_SYNC_OK;
+  }
+  const dl_sync_backend *b = guard->backend;
+  int code = b->primary_context(b->ctx, stream.device.device_id, &out->context);
+  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(b, PRIMARY_CONTEXT, code, stream.device);
+}
+
+int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound) {
+  if (bound->identified) return DL_SYNC_OK;
+  const dl_sync_backend *b = guard->backend;
+  DLDevice device = bound->stream.device;
+  int code = 0;
+  if (!bound->is_default) code = b->stream_context(b->ctx, bound->stream.handle, &bound->context);
+  if (code != 0) return dl_sync__context_error(b, STREAM_CONTEXT, code, device);
+  code = b->context_id(b->ctx, bound->context, &bound->context_id);
+  if (code != 0) return dl_sync__context_error(b, CONTEXT_ID, code, device);
+  bound->identified = 1;
+  return DL_SYNC_OK;
+}
+
+int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context) {
+  int status = know_caller(guard, device);
+  if (status != DL_SYNC_OK) return status;
+  const dl_sync_backend *b = guard->backend;
+  if (guard->contexts) {
+    if (guard->current_context == context) return DL_SYNC_OK;
+    int code = b->set_context(b->ctx, context);
+    if (code != 0) return dl_sync__context_error(b, SET_CONTEXT, code, device);
+    guard->current_context = context;
+  } else {
+    if (guard->current_device == device.device_id) return DL_SYNC_OK;
+    int code = b->set_device(b->ctx, device.device_id);
+    if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_SET_DEVICE, code, device);
+    guard->current_device = device.device_id;
+  }
+  guard->switched = 1;
+  return DL_SYNC_OK;
+}
+
+int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound) {
+  if (!bound->is_default) return DL_SYNC_OK;
+  return dl_sync__guard_use(guard, bound->stream.device, bound->context);
+}
+
+int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status) {
+  const dl_sync_backend *b = guard->backend;
+  int code = 0;
+  if (guard->contexts && guard->current_context != guard->caller_context) {
+    code = b->set_context(b->ctx, guard->caller_context);
+    guard->current_context = guard->caller_context;
+    if (code != 0 && status == DL_SYNC_OK) /* never hide the first error */
+      return dl_sync__context_error(b, SET_CONTEXT, code, device);
+  } else if (!guard->contexts && guard->current_device != guard->caller_device &&
+             guard->caller_device >= 0) {
+    code = b->set_device(b->ctx, guard->caller_device);
+    guard->current_device = guard->caller_device;
+    device.device_id = guard->caller_device;
+    if (code != 0 && status == DL_SYNC_OK)
+      return dl_sync__runtime_error(b, DL_SYNC_OP_SET_DEVICE, code, device);
+  }
+  return status;
+}
