@@ -143,7 +143,7 @@ static logged_call call_log[FAKE_LOG_SIZE];
 static int log_count;
 static struct {
   long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init, per_thread_lookups;
-  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls;
+  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries, ctx_get_current;
 } driver_counters;
 static unsigned long long next_context_id = 1;
 /* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
@@ -429,6 +429,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
    NULL and CUDA_SUCCESS is returned." */
 FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
   ENTER();
+  driver_counters.ctx_get_current++;
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   *pctx = current();
   return CUDA_SUCCESS;
@@ -872,6 +873,7 @@ static const CUgraphNode no_nodes[1];
 static CUresult capture_info(CUstream hStream, int *status, uint64_t *id, CUgraph *graph,
                              const CUgraphNode **dependencies, const void **edges, size_t *count) {
   ENTER();
+  driver_counters.capture_queries++;
   if (status == NULL || (edges != NULL && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
   fake_stream *stream;
   CUresult error = resolve(hStream, &stream);
@@ -1334,6 +1336,8 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "dead_handles") == 0) return driver_counters.dead_handles;
   if (strcmp(name, "ctx_get_id") == 0) return driver_counters.ctx_get_id;
   if (strcmp(name, "prohibited_calls") == 0) return driver_counters.prohibited_calls;
+  if (strcmp(name, "capture_queries") == 0) return driver_counters.capture_queries;
+  if (strcmp(name, "ctx_get_current") == 0) return driver_counters.ctx_get_current;
   return -1;
 }
 

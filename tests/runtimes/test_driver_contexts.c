@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Contexts on the CUDA driver backend, held to cuda.h's rules over a fake libcuda.so.1
+ * (DL_SYNC_LIBCUDA names it):
+ *   test_driver_contexts
+ * The combinatorial test runs every combination of the caller's current context (none,
+ * device 0's primary P0, a created X0 on device 0, P1, a created X1 on device 1), the
+ * producer's stream (explicit in each context; the NULL, legacy and per-thread handles of
+ * each device), the consumer's stream or stream argument, a cold or a warm pool, and the
+ * consumer capturing or not, for dl_sync_export, dl_sync_push_dep, per-tensor events and
+ * dependency groups. The oracle below says from cuda.h's sentences on which stream, in
+ * which context, each record and wait must land; the fake's log of records and waits is
+ * checked against it, as are the caller's context afterwards and the handles used.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "dlsync/dlsync.h"
+#include "../support/error_message.h"
+
+static void *libcuda;
+
+static void *sym(const char *name) {
+  void *address = dlsym(libcuda, name);
+  if (address == NULL) fail_msg("the fake driver lacks %s", name);
+  return address;
+}
+
+typedef int (*ctx_fn)(void *context);
+typedef int (*ctx_out_fn)(void **context);
+typedef int (*ctx_create_fn)(void **context, unsigned flags, int device);
+typedef int (*primary_retain_fn)(void **context, int device);
+typedef int (*device_fn)(int device);
+typedef int (*stream_create_fn)(void **stream, unsigned flags);
+typedef int (*handle_fn)(void *handle);
+typedef int (*begin_fn)(void *stream, int mode);
+typedef int (*end_fn)(void *stream, void **graph);
+typedef int (*is_capturing_fn)(void *stream, int *status);
+typedef int (*id_fn)(void *context, unsigned long long *id);
+typedef int (*init_fn)(unsigned flags);
+typedef long (*counter_fn)(const char *name);
+typedef int (*log_fn)(int i, int *kind, void **context, void **stream);
+typedef int (*external_waits_fn)(const void *graph);
+
+#define CU(type, name, ...) (((type)sym(name))(__VA_ARGS__))
+#define CU_OK(type, name, ...)                                       \
+  do {                                                               \
+    int code_ = CU(type, name, __VA_ARGS__);                         \
+    if (code_ != 0) fail_msg("%s answered %d", name, code_);        \
+  } while (0)
+#define DL_OK(call)                                                                      \
+  do {                                                                                   \
+    int status_ = (call);                                                                \
+    if (status_ != DL_SYNC_OK)                                                           \
+      fail_msg("%s: %s: %s", #call, dl_sync_status_name(status_), dl_sync_last_error()); \
+  } while (0)
+
+static long counter(const char *name) {
+  return ((counter_fn)sym("fake_gpu_counter"))(name);
+}
+
+static void drain(void) {
+  ((void (*)(void))sym("fake_cuda_drain_destructors"))();
+}
+
+/* ---- the process's contexts and streams ---------------------------------------------- */
+
+enum { P0, X0, P1, X1, CONTEXTS, NONE = -1 };
+static const char *const context_names[CONTEXTS] = {"P0", "X0", "P1", "X1"};
+static const int context_device[CONTEXTS] = {0, 0, 1, 1};
+static void *contexts[CONTEXTS];
+static void *explicit_streams[CONTEXTS]; /* one non-blocking stream in each context */
+enum { EXPLICIT, LEGACY, PER_THREAD }; /* stream kinds, as the fake's log reports them */
+enum { CU_STREAM_NON_BLOCKING = 1, CU_CAPTURE_GLOBAL = 0 };
+#define CU_LEGACY ((void *)1)
+#define CU_PER_THREAD ((void *)2)
+
+static void *current(void) {
+  void *context = (void *)1;
+  CU_OK(ctx_out_fn, "cuCtxGetCurrent", &context);
+  return context;
+}
+
+/* The calling thread's context stack made empty, then caller (NONE: nothing) current. */
+static void set_caller(int caller) {
+  void *popped;
+  while (CU(ctx_out_fn, "cuCtxPopCurrent_v2", &popped) == 0) continue;
+  if (caller != NONE) CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[caller]);
+}
+
+static int caller_of(void *context) {
+  for (int c = 0; c < CONTEXTS; c++)
+    if (contexts[c] == context) return c;
+  return NONE;
+}
+
+static void *stream_in(int context) {
+  void *saved = current(), *stream = NULL;
+  CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[context]);
+  CU_OK(stream_create_fn, "cuStreamCreate", &stream, (unsigned)CU_STREAM_NON_BLOCKING);
+  CU_OK(ctx_fn, "cuCtxSetCurrent", saved);
+  return stream;
+}
+
+static int setup(void **state) {
+  (void)state;
+  libcuda = dlopen(getenv("DL_SYNC_LIBCUDA"), RTLD_NOW);
+  if (libcuda == NULL) return -1;
+  if (CU(init_fn, "cuInit", 0u) != 0) return -1;
+  for (int d = 0; d < 2; d++)
+    if (CU(primary_retain_fn, "cuDevicePrimaryCtxRetain", &contexts[d == 0 ? P0 : P1], d) != 0)
+      return -1;
+  for (int c = X0; c < CONTEXTS; c += 2) {
+    void *popped = NULL;
+    if (CU(ctx_create_fn, "cuCtxCreate_v2", &contexts[c], 0u, context_device[c]) != 0) return -1;
+    CU(ctx_out_fn, "cuCtxPopCurrent_v2", &popped);
+  }
+  set_caller(P0);
+  for (int c = 0; c < CONTEXTS; c++) explicit_streams[c] = stream_in(c);
+  return 0;
+}
+
+static int teardown_each(void **state) {
+  (void)state;
+  set_caller(P0);
+  return dl_sync_shutdown() == DL_SYNC_OK ? 0 : -1;
+}
+
+/* ---- the oracle ---------------------------------------------------------------------- */
+
+/* A stream as a framework names it to dlsync: an explicit handle, or a default stream of
+   a device. */
+typedef struct named {
+  char name[32];
+  int device;
+  int kind;    /* EXPLICIT, LEGACY, PER_THREAD */
+  int context; /* an explicit stream's */
+  void *handle;
+} named;
+
+/* Which context the stream is of, for a call made by caller. cuStreamGetCtx: an explicit
+   stream's context "is the context that was active in the calling thread when the stream
+   was created"; "Specifying any of the special handles will return the context current to
+   the calling thread": a default stream named for device d is the caller's own when its
+   context is d's. A caller with no context of d current names the default stream its
+   own work on d would use once the device is made current, which is d's primary context
+   ("The primary context is unique per device and shared with the CUDA runtime API"). */
+static int oracle_context(const named *s, int caller) {
+  if (s->kind == EXPLICIT) return s->context;
+  if (caller != NONE && context_device[caller] == s->device) return caller;
+  return s->device == 0 ? P0 : P1;
+}
+
+static int same_stream(const named *a, const named *b, int caller) {
+  if (a->kind != b->kind || oracle_context(a, caller) != oracle_context(b, caller)) return 0;
+  return a->kind != EXPLICIT || a->handle == b->handle;
+}
+
+/* cuStreamGetCaptureInfo: "If called on CU_STREAM_LEGACY (the "null stream") while a
+   stream not created with CU_STREAM_NON_BLOCKING is capturing, returns
+   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT" (the legacy stream of that stream's context). The
+   per-thread default stream is such a stream; the explicit streams here are non-blocking. */
+static int legacy_blocked(const named *producer, const named *consumer, int caller, int capture) {
+  return capture && producer->kind == LEGACY && consumer->kind == PER_THREAD &&
+         oracle_context(producer, caller) == oracle_context(consumer, caller);
+}
+
+typedef struct expected_call {
+  char op; /* 'r' record, 'w' wait, 'x' external wait (cuStreamWaitEvent with
+              CU_EVENT_WAIT_EXTERNAL: "Event is captured in the graph as an external event
+              node when performing stream capture") */
+  int kind, context;
+} expected_call;
+
+static int named_streams(named *out) {
+  int n = 0;
+  for (int c = 0; c < CONTEXTS; c++) {
+    named s = {.device = context_device[c], .kind = EXPLICIT, .context = c,
+               .handle = explicit_streams[c]};
+    snprintf(s.name, sizeof s.name, "stream of %s", context_names[c]);
+    out[n++] = s;
+  }
+  static const struct {
+    const char *name;
+    int kind;
+    void *handle;
+  } defaults[] = {{"NULL", LEGACY, NULL}, {"legacy", LEGACY, CU_LEGACY},
+                  {"per-thread", PER_THREAD, CU_PER_THREAD}};
+  for (int d = 0; d < 2; d++)
+    for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
+      named s = {.device = d, .kind = defaults[i].kind, .context = NONE,
+                 .handle = defaults[i].handle};
+      snprintf(s.name, sizeof s.name, "%s of device %d", defaults[i].name, d);
+      out[n++] = s;
+    }
+  return n;
+}
+
+static dl_sync_stream view(const named *s) {
+  return dl_sync_stream_view((DLDevice){kDLCUDA, s->device}, s->handle);
+}
+
+/* ---- running one case ---------------------------------------------------------------- */
+
+enum { OP_EXPORT, OP_PUSH_DEP, OP_TENSOR, OP_GROUP, OPS };
+static const char *const op_names[OPS] = {"export", "push_dep", "tensor record/wait", "group"};
+
+typedef struct scenario {
+  int op, caller, warm, capture;
+  named producer, consumer;
+  dl_sync_stream_arg arg; /* export: the consumer's stream argument */
+  char arg_name[40];
+} scenario;
+
+static void tensor_deleter(DLManagedTensorVersioned *tensor) {
+  (void)tensor;
+}
+
+/* Begins (or ends: *graph receives the graph) the consumer's capture, from the consumer
+   stream's own context (where a per-thread handle names it); the caller's context stays. */
+static void consumer_capture(const scenario *sc, int begin, void **graph) {
+  void *saved = current();
+  int context = oracle_context(&sc->consumer, sc->caller);
+  CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[context]);
+  if (begin)
+    CU_OK(begin_fn, "cuStreamBeginCapture_v2", sc->consumer.handle, CU_CAPTURE_GLOBAL);
+  else
+    CU_OK(end_fn, "cuStreamEndCapture", sc->consumer.handle, graph);
+  set_caller(caller_of(saved));
+}
+
+/* The call under test, from the caller's context; its status. */
+static int run(const scenario *sc) {
+  dl_sync_stream producer = view(&sc->producer), consumer = view(&sc->consumer);
+  switch (sc->op) {
+    case OP_EXPORT:
+      return dl_sync_export(producer, sc->arg);
+    case OP_PUSH_DEP:
+      return dl_sync_push_dep(producer, consumer);
+    case OP_GROUP: {
+      dl_sync_group group;
+      int status = dl_sync_group_init(&group, consumer);
+      if (status == DL_SYNC_OK) status = dl_sync_group_add_stream(&group, producer);
+      return status == DL_SYNC_OK ? dl_sync_group_wait(&group) : status;
+    }
+    default:
+      return -100; /* tensors: see run_case */
+  }
+}
+
+/* One case, the consumer capturing when sc->capture: its status, with the log in calls. */
+static int run_case(const scenario *sc, expected_call *calls, int *count, void **graph) {
+  log_fn log = (log_fn)sym("fake_cuda_log");
+  set_caller(sc->caller);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = (DLDevice){kDLCUDA, sc->producer.device};
+  int status = DL_SYNC_OK;
+  log(-1, NULL, NULL, NULL);
+  if (sc->op == OP_TENSOR) status = dl_sync_tensor_record(&tensor, view(&sc->producer));
+  if (sc->capture) consumer_capture(sc, 1, NULL);
+  if (sc->op == OP_TENSOR && status == DL_SYNC_OK)
+    status = dl_sync_tensor_wait(&tensor, view(&sc->consumer));
+  else if (sc->op != OP_TENSOR)
+    status = run(sc);
+  *count = 0;
+  int kind;
+  void *context, *stream;
+  for (int op; (op = log(*count, &kind, &context, &stream)) > 0 && *count < 8; (*count)++)
+    calls[*count] = (expected_call){(char)op, kind, caller_of(context)};
+  if (sc->capture) consumer_capture(sc, 0, graph);
+  if (sc->op == OP_TENSOR && tensor.deleter != NULL) tensor.deleter(&tensor);
+  return status;
+}
+
+/* What cuda.h says the case must do. */
+static int expect(const scenario *sc, expected_call *calls, int *count) {
+  *count = 0;
+  int caller = sc->caller;
+  /* A tensor's record comes before the capture begins: only an ordering made while the
+     consumer captures queries the producer's legacy stream. */
+  if (sc->op != OP_TENSOR && legacy_blocked(&sc->producer, &sc->consumer, caller, sc->capture))
+    return DL_SYNC_ECAPTURE;
+  if (sc->op != OP_TENSOR && same_stream(&sc->producer, &sc->consumer, caller)) return DL_SYNC_OK;
+  calls[(*count)++] =
+      (expected_call){'r', sc->producer.kind, oracle_context(&sc->producer, caller)};
+  calls[(*count)++] = (expected_call){sc->capture ? 'x' : 'w', sc->consumer.kind,
+                                      oracle_context(&sc->consumer, caller)};
+  return DL_SYNC_OK;
+}
+
+static void describe(const scenario *sc, char *out, size_t size) {
+  snprintf(out, size, "%s, caller %s, %s pool, producer %s, consumer %s%s%s", op_names[sc->op],
+           sc->caller == NONE ? "none" : context_names[sc->caller], sc->warm ? "warm" : "cold",
+           sc->producer.name, sc->op == OP_EXPORT ? "argument " : "",
+           sc->op == OP_EXPORT ? sc->arg_name : sc->consumer.name,
+           sc->capture ? " (capturing)" : "");
+}
+
+static void format_calls(const expected_call *calls, int count, char *out, size_t size) {
+  static const char *const kinds[] = {"explicit", "legacy", "per-thread"};
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; i < count && used < size; i++)
+    used += (size_t)snprintf(out + used, size - used, "%s%c on %s of %s", i ? ", " : "",
+                             calls[i].op, calls[i].kind >= 0 ? kinds[calls[i].kind] : "?",
+                             calls[i].context == NONE ? "?" : context_names[calls[i].context]);
+  if (count == 0) snprintf(out, size, "nothing");
+}
+
+/* Checks one case; returns 1 when it held, else prints why. */
+static int check(const scenario *sc) {
+  if (sc->warm) {
+    expected_call ignored[8];
+    int n;
+    void *graph = NULL;
+    run_case(sc, ignored, &n, &graph);
+    if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
+    drain();
+  } else {
+    set_caller(P0);
+    DL_OK(dl_sync_shutdown());
+  }
+  long dead = counter("dead_handles"), created = counter("event_create");
+  expected_call got[8], want[8];
+  int got_count, want_count;
+  void *graph = NULL;
+  int status = run_case(sc, got, &got_count, &graph);
+  char message[512];
+  snprintf(message, sizeof message, "%s", dl_sync_last_error());
+  int want_status = expect(sc, want, &want_count);
+  int external = graph != NULL ? ((external_waits_fn)sym("fake_gpu_graph_external_waits"))(graph) : 0;
+  if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
+  drain();
+  void *after = current();
+  int same_calls = got_count == want_count;
+  for (int i = 0; i < want_count && same_calls; i++)
+    same_calls = got[i].op == want[i].op && got[i].kind == want[i].kind &&
+                 got[i].context == want[i].context;
+  int held = status == want_status && same_calls &&
+             after == (sc->caller == NONE ? NULL : contexts[sc->caller]) &&
+             counter("dead_handles") == dead && (!sc->warm || counter("event_create") == created) &&
+             external == (want_count > 0 && want[want_count - 1].op == 'x');
+  if (held) return 1;
+  char what[160], got_text[200], want_text[200];
+  describe(sc, what, sizeof what);
+  format_calls(got, got_count, got_text, sizeof got_text);
+  format_calls(want, want_count, want_text, sizeof want_text);
+  print_error("%s:\n  status %s (expected %s)%s%s\n  made %s\n  expected %s\n"
+              "  caller's context after: %p (expected %s); dead handles %ld, events made %ld, "
+              "external waits %d\n",
+              what, dl_sync_status_name(status), dl_sync_status_name(want_status),
+              status != DL_SYNC_OK ? ": " : "", status != DL_SYNC_OK ? message : "", got_text,
+              want_text, after, sc->caller == NONE ? "none" : context_names[sc->caller],
+              counter("dead_handles") - dead, counter("event_create") - created, external);
+  return 0;
+}
+
+/* The consumer ends of one producer for op: streams, or (export) stream arguments. */
+static int consumers(const scenario *base, const named *all, int n, scenario *out) {
+  int count = 0;
+  if (base->op != OP_EXPORT) {
+    for (int i = 0; i < n; i++) {
+      out[count] = *base;
+      out[count++].consumer = all[i];
+    }
+    return count;
+  }
+  for (int value = 0; value < 3; value++) { /* None, 1, 2 */
+    scenario sc = *base;
+    sc.arg = value == 0 ? dl_sync_stream_arg_none() : dl_sync_stream_arg_int(value);
+    snprintf(sc.arg_name, sizeof sc.arg_name, "%s", value == 0 ? "None" : value == 1 ? "1" : "2");
+    int kind = value == 2 ? PER_THREAD : LEGACY;
+    for (int i = 0; i < n; i++)
+      if (all[i].kind == kind && all[i].device == base->producer.device && all[i].handle != NULL)
+        sc.consumer = all[i];
+    out[count++] = sc;
+  }
+  for (int i = 0; i < n; i++) { /* explicit handles of the producer's device */
+    if (all[i].kind != EXPLICIT || all[i].device != base->producer.device) continue;
+    scenario sc = *base;
+    sc.consumer = all[i];
+    sc.arg = dl_sync_stream_arg_int((int64_t)(intptr_t)all[i].handle);
+    memcpy(sc.arg_name, all[i].name, sizeof all[i].name);
+    out[count++] = sc;
+  }
+  return count;
+}
+
+static void test_every_combination_lands_where_cuda_h_says(void **state) {
+  (void)state;
+  named all[16];
+  int n = named_streams(all);
+  long cases = 0, failed = 0;
+  for (int op = 0; op < OPS; op++)
+    for (int caller = NONE; caller < CONTEXTS; caller++)
+      for (int p = 0; p < n; p++)
+        for (int warm = 0; warm < 2; warm++)
+          for (int capture = 0; capture < 2; capture++) {
+            scenario base = {.op = op, .caller = caller, .warm = warm, .capture = capture,
+                             .producer = all[p]};
+            scenario list[16];
+            int count = consumers(&base, all, n, list);
+            for (int i = 0; i < count; i++) {
+              if (capture && list[i].consumer.kind == LEGACY) continue; /* cannot capture */
+              if (capture && same_stream(&list[i].producer, &list[i].consumer, caller)) continue;
+              cases++;
+              if (!check(&list[i]) && ++failed >= 20) fail_msg("20 combinations failed");
+            }
+          }
+  print_message("%ld combinations, %ld failed\n", cases, failed);
+  assert_int_equal(failed, 0);
+}
+
+/* The steady state of a cross-stream export between explicit streams: no event made, no
+   context asked for or switched; the driver calls are the two capture queries, the
+   producer stream's context and that context's identity (its pool), one record and one
+   wait. */
+static void test_steady_state_export_makes_six_driver_calls(void **state) {
+  (void)state;
+  static const char *const calls[] = {"capture_queries", "stream_get_ctx", "ctx_get_id",
+                                      "event_record",    "stream_wait",    "event_create",
+                                      "ctx_get_current", "ctx_set_current"};
+  static const long per_export[] = {2, 1, 1, 1, 1, 0, 0, 0};
+  enum { CALLS = sizeof calls / sizeof *calls, EXPORTS = 100 };
+  dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[X0]);
+  dl_sync_stream_arg consumer = dl_sync_stream_arg_int((int64_t)(intptr_t)explicit_streams[P0]);
+  DL_OK(dl_sync_export(producer, consumer)); /* the pool and the thread's cache, warm */
+  long before[CALLS];
+  for (int i = 0; i < CALLS; i++) before[i] = counter(calls[i]);
+  for (int i = 0; i < EXPORTS; i++) DL_OK(dl_sync_export(producer, consumer));
+  for (int i = 0; i < CALLS; i++)
+    if (counter(calls[i]) - before[i] != per_export[i] * EXPORTS)
+      fail_msg("%s: %ld calls in %d exports, expected %ld", calls[i],
+               counter(calls[i]) - before[i], EXPORTS, per_export[i] * EXPORTS);
+}
+
+/* ---- the reproducers --------------------------------------------------------------- */
+
+/* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
+   releases its last reference and retains it again: "The context is automatically reset
+   once the last reference to it is released" (cuDevicePrimaryCtxRelease), which destroys
+   its events; the handle stays. dlsync keys its pools by cuCtxGetId, so the exports after
+   the reset make new events and never touch a dead one, nor does dl_sync_shutdown. */
+static void test_a_reset_primary_context_gets_new_events(void **state) {
+  (void)state;
+  DL_OK(dl_sync_shutdown()); /* dlsync holds no reference of its own */
+  set_caller(P0);
+  long retains = counter("primary_retain"), dead = counter("dead_handles");
+  void *a = stream_in(P0), *b = stream_in(P0);
+  unsigned long long before = 0, after = 0;
+  CU_OK(id_fn, "cuCtxGetId", contexts[P0], &before);
+  DL_OK(dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, a),
+                         dl_sync_stream_view((DLDevice){kDLCUDA, 0}, b)));
+  assert_int_equal(counter("primary_retain") - retains, 0); /* explicit streams: none */
+  CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0); /* the last reference: a reset */
+  void *again = NULL;
+  CU_OK(primary_retain_fn, "cuDevicePrimaryCtxRetain", &again, 0);
+  assert_ptr_equal(again, contexts[P0]);
+  CU_OK(id_fn, "cuCtxGetId", contexts[P0], &after);
+  assert_true(after != before);
+  long created = counter("event_create");
+  a = stream_in(P0);
+  b = stream_in(P0);
+  for (int i = 0; i < 3; i++)
+    DL_OK(dl_sync_export(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, a),
+                         dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
+  assert_int_equal(counter("event_create") - created, 1);
+  DL_OK(dl_sync_shutdown());
+  assert_int_equal(counter("dead_handles") - dead, 0);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", a);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", b);
+  /* the reset took the suite's streams of P0 with it */
+  explicit_streams[P0] = stream_in(P0);
+}
+
+/* dlsync retains a primary context only to name a default stream for a caller with no
+   context of that device current, once however often, and gives it back at shutdown:
+   a framework's own last release then resets the device. */
+static void test_primary_context_retained_once_and_released_at_shutdown(void **state) {
+  (void)state;
+  DL_OK(dl_sync_shutdown());
+  long retains = counter("primary_retain"), releases = counter("primary_release");
+  for (int i = 0; i < 50; i++) {
+    set_caller(i % 2 == 0 ? NONE : X0);
+    DL_OK(dl_sync_export(dl_sync_stream_view((DLDevice){kDLCUDA, 1}, CU_PER_THREAD),
+                         dl_sync_stream_arg_none()));
+    DL_OK(dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, CU_LEGACY),
+                           dl_sync_stream_view((DLDevice){kDLCUDA, 1}, CU_LEGACY)));
+  }
+  set_caller(P0);
+  assert_int_equal(counter("primary_retain") - retains, 2); /* P1, then P0 (no context) */
+  assert_int_equal(counter("primary_release") - releases, 0);
+  DL_OK(dl_sync_shutdown());
+  assert_int_equal(counter("primary_release") - releases, 2);
+}
+
+/* cuEventRecord: "hEvent and hStream must be from the same context". A tensor's event made
+   in X0 re-recorded on a stream of P0 (the same device) is refused naming both contexts. */
+static void test_rerecording_in_another_context_is_refused(void **state) {
+  (void)state;
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  dl_sync_stream in_x0 = dl_sync_stream_view(tensor.dl_tensor.device, explicit_streams[X0]);
+  dl_sync_stream in_p0 = dl_sync_stream_view(tensor.dl_tensor.device, explicit_streams[P0]);
+  DL_OK(dl_sync_tensor_record(&tensor, in_x0));
+  DL_OK(dl_sync_tensor_record(&tensor, in_x0)); /* its own context: fine */
+  long dead = counter("dead_handles");
+  assert_int_equal(dl_sync_tensor_record(&tensor, in_p0), DL_SYNC_EINVAL);
+  print_message("%s\n", dl_sync_last_error());
+  unsigned long long x0 = 0, p0 = 0;
+  CU_OK(id_fn, "cuCtxGetId", contexts[X0], &x0);
+  CU_OK(id_fn, "cuCtxGetId", contexts[P0], &p0);
+  char both[96];
+  snprintf(both, sizeof both, "context with id %llu", x0);
+  assert_error_mentions(both);
+  snprintf(both, sizeof both, "context with id %llu", p0);
+  assert_error_mentions(both);
+  assert_int_equal(counter("dead_handles") - dead, 0);
+  DL_OK(dl_sync_tensor_wait(&tensor, in_p0)); /* a wait may cross contexts */
+  tensor.deleter(&tensor);
+}
+
+/* Another thread captures in the global mode; this thread, in the global mode too, waits
+   for a tensor's event on the host. cuThreadExchangeStreamCaptureMode: in the global mode
+   "if any other thread has a concurrent capture sequence initiated with
+   CU_STREAM_CAPTURE_MODE_GLOBAL, this thread is prohibited from potentially unsafe API
+   calls". dlsync synchronizes in the relaxed mode: the capture survives. */
+typedef struct capturing_thread {
+  void *stream;
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int phase; /* 1: capturing; 2: told to end */
+  int status_before_end;
+} capturing_thread;
+
+static void *capture_then_wait(void *arg) {
+  capturing_thread *t = arg;
+  CU(ctx_fn, "cuCtxSetCurrent", contexts[P0]);
+  int code = CU(begin_fn, "cuStreamBeginCapture_v2", t->stream, CU_CAPTURE_GLOBAL);
+  pthread_mutex_lock(&t->lock);
+  t->phase = code == 0 ? 1 : -1;
+  pthread_cond_broadcast(&t->changed);
+  while (t->phase != 2) pthread_cond_wait(&t->changed, &t->lock);
+  pthread_mutex_unlock(&t->lock);
+  CU(is_capturing_fn, "cuStreamIsCapturing", t->stream, &t->status_before_end);
+  void *graph = NULL;
+  if (CU(end_fn, "cuStreamEndCapture", t->stream, &graph) == 0 && graph != NULL)
+    CU(handle_fn, "cuGraphDestroy", graph);
+  return NULL;
+}
+
+static void test_synchronize_keeps_another_threads_global_capture(void **state) {
+  (void)state;
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(tensor.dl_tensor.device,
+                                                           explicit_streams[P0])));
+  capturing_thread t = {.stream = stream_in(P0), .lock = PTHREAD_MUTEX_INITIALIZER,
+                        .changed = PTHREAD_COND_INITIALIZER};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, capture_then_wait, &t), 0);
+  pthread_mutex_lock(&t.lock);
+  while (t.phase == 0) pthread_cond_wait(&t.changed, &t.lock);
+  pthread_mutex_unlock(&t.lock);
+  long prohibited = counter("prohibited_calls");
+  int status = dl_sync_tensor_synchronize(&tensor);
+  char message[512];
+  snprintf(message, sizeof message, "%s", dl_sync_last_error());
+  pthread_mutex_lock(&t.lock);
+  t.phase = 2;
+  pthread_cond_broadcast(&t.changed);
+  pthread_mutex_unlock(&t.lock);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  if (status != DL_SYNC_OK) fail_msg("%s", message);
+  assert_int_equal(counter("prohibited_calls") - prohibited, 0);
+  assert_int_equal(t.status_before_end, 1); /* still capturing: not invalidated */
+  tensor.deleter(&tensor);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", t.stream);
+}
+
+/* A child forked after CUDA was initialized cannot use it: ENODEV, and the message says
+   so rather than "no device". The child makes no cmocka call. */
+static void test_a_forked_child_is_told_why(void **state) {
+  (void)state;
+  dl_sync_stream a = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[P0]);
+  dl_sync_stream b = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[X0]);
+  DL_OK(dl_sync_push_dep(a, b));
+  pid_t child = fork();
+  if (child == 0) {
+    int status = dl_sync_push_dep(b, a);
+    int told = strstr(dl_sync_last_error(), "forked after CUDA was initialized") != NULL;
+    if (!told) fprintf(stderr, "child: %s: %s\n", dl_sync_status_name(status), dl_sync_last_error());
+    _exit(status == DL_SYNC_ENODEV && told ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
+      cmocka_unit_test_teardown(test_steady_state_export_makes_six_driver_calls, teardown_each),
+      cmocka_unit_test_teardown(test_a_reset_primary_context_gets_new_events, teardown_each),
+      cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
+                                teardown_each),
+      cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
+      cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
+                                teardown_each),
+      cmocka_unit_test_teardown(test_a_forked_child_is_told_why, teardown_each),
+  };
+  return cmocka_run_group_tests_name("driver_contexts", tests, setup, NULL);
+}
