@@ -100,6 +100,44 @@ static int mock_graph_retain(void *ctx, void *stream, void *object, void (*relea
   return 0;
 }
 
+static int mock_get_context(void *ctx, void **context) {
+  (void)ctx;
+  function_called();
+  *context = mock_ptr_type(void *);
+  return mock_type(int);
+}
+
+static int mock_set_context(void *ctx, void *context) {
+  (void)ctx;
+  function_called();
+  check_expected_ptr(context);
+  return mock_type(int);
+}
+
+static int mock_stream_context(void *ctx, void *stream, void **context) {
+  (void)ctx;
+  function_called();
+  check_expected_ptr(stream);
+  *context = mock_ptr_type(void *);
+  return mock_type(int);
+}
+
+static int mock_primary_context(void *ctx, int32_t device_id, void **context) {
+  (void)ctx;
+  function_called();
+  check_expected(device_id);
+  *context = mock_ptr_type(void *);
+  return mock_type(int);
+}
+
+static int mock_context_id(void *ctx, void *context, uint64_t *id) {
+  (void)ctx;
+  function_called();
+  check_expected_ptr(context);
+  *id = mock_type(uint64_t);
+  return mock_type(int);
+}
+
 static const char *mock_error_name(void *ctx, int code) {
   (void)ctx;
   switch (code) {
@@ -151,6 +189,8 @@ dl_sync_backend mock_backend = {
             [DL_SYNC_OP_CAPTURE_INFO] = "mockStreamGetCaptureInfo",
             [DL_SYNC_OP_GRAPH_RETAIN] = "mockGraphRetainUserObject",
         },
+    .context_call_names = {"mockCtxGetCurrent", "mockCtxSetCurrent", "mockStreamGetCtx",
+                           "mockPrimaryCtx", "mockCtxGetId"},
     .get_device = mock_get_device,
     .set_device = mock_set_device,
     .event_create = mock_event_create,
@@ -166,6 +206,47 @@ dl_sync_backend mock_backend = {
     .error_string = mock_error_string,
     .error_status = mock_error_status,
 };
+
+void mock_backend_use_contexts(int on) {
+  mock_backend.get_context = on ? mock_get_context : NULL;
+  mock_backend.set_context = on ? mock_set_context : NULL;
+  mock_backend.stream_context = on ? mock_stream_context : NULL;
+  mock_backend.primary_context = on ? mock_primary_context : NULL;
+  mock_backend.context_id = on ? mock_context_id : NULL;
+}
+
+void expect_get_context(void *current, int code) {
+  expect_function_call(mock_get_context);
+  will_return(mock_get_context, current);
+  will_return(mock_get_context, code);
+}
+
+void expect_set_context(void *context, int code) {
+  expect_function_call(mock_set_context);
+  expect_value(mock_set_context, context, context);
+  will_return(mock_set_context, code);
+}
+
+void expect_stream_context(void *stream, void *context, int code) {
+  expect_function_call(mock_stream_context);
+  expect_value(mock_stream_context, stream, stream);
+  will_return(mock_stream_context, context);
+  will_return(mock_stream_context, code);
+}
+
+void expect_primary_context(int32_t device, void *context, int code) {
+  expect_function_call(mock_primary_context);
+  expect_value(mock_primary_context, device_id, device);
+  will_return(mock_primary_context, context);
+  will_return(mock_primary_context, code);
+}
+
+void expect_context_id(void *context, uint64_t id, int code) {
+  expect_function_call(mock_context_id);
+  expect_value(mock_context_id, context, context);
+  will_return(mock_context_id, id);
+  will_return(mock_context_id, code);
+}
 
 void expect_get_device(int32_t current, int code) {
   expect_function_call(mock_get_device);

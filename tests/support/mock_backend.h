@@ -35,6 +35,17 @@ void expect_graph_retain(void *stream, int code);
 /* Destroys the graph made by the last successful graph_retain: runs release. */
 void mock_graph_destroy(void);
 
+/* Contexts (off by default): the five context callbacks join the mock, each a mock call. */
+void mock_backend_use_contexts(int on);
+void expect_get_context(void *current, int code);
+void expect_set_context(void *context, int code);
+void expect_stream_context(void *stream, void *context, int code);
+void expect_primary_context(int32_t device, void *context, int code);
+void expect_context_id(void *context, uint64_t id, int code);
+#define MOCK_CONTEXT_P0 ((void *)0xC0)
+#define MOCK_CONTEXT_X0 ((void *)0xC1)
+#define MOCK_CONTEXT_P1 ((void *)0xC2)
+
 /* Installs the mock under kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost. */
 void mock_backend_install(void);
 /* Expects the destruction of every idle event, shuts dlsync down, restores defaults. */
