@@ -20,10 +20,6 @@ int dl_sync__context_error(const dl_sync_backend *backend, int which, int code, 
   return dl_sync__runtime_call_error(backend, call != NULL ? call : roles[which], code, device);
 }
 
-void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_backend *backend) {
-  *guard = (dl_sync__guard){.backend = backend, .contexts = backend->get_context != NULL};
-}
-
 /* What the caller has current, asked once and before the first switch. */
 static int know_caller(dl_sync__guard *guard, DLDevice device) {
   if (guard->caller_known) return DL_SYNC_OK;
@@ -44,24 +40,20 @@ static int know_caller(dl_sync__guard *guard, DLDevice device) {
   return DL_SYNC_OK;
 }
 
-int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream, dl_sync__bound *out) {
-  *out = (dl_sync__bound){.stream = stream,
-                          .is_default = dl_sync__is_default_stream(stream.handle),
-                          .identified = !guard->contexts};
-  if (!guard->contexts || !out->is_default) return DL_SYNC_OK;
-  int status = know_caller(guard, stream.device);
+int dl_sync__bind_default(dl_sync__guard *guard, dl_sync__bound *out) {
+  DLDevice device = out->stream.device;
+  int status = know_caller(guard, device);
   if (status != DL_SYNC_OK) return status;
-  if (guard->caller_context != NULL && guard->caller_device == stream.device.device_id) {
+  if (guard->caller_context != NULL && guard->caller_device == device.device_id) {
     out->context = guard->caller_context;
     return DL_SYNC_OK;
   }
   const dl_sync_backend *b = guard->backend;
-  int code = b->primary_context(b->ctx, stream.device.device_id, &out->context);
-  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(b, PRIMARY_CONTEXT, code, stream.device);
+  int code = b->primary_context(b->ctx, device.device_id, &out->context);
+  return code == 0 ? DL_SYNC_OK : dl_sync__context_error(b, PRIMARY_CONTEXT, code, device);
 }
 
-int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound) {
-  if (bound->identified) return DL_SYNC_OK;
+int dl_sync__identify_context(dl_sync__guard *guard, dl_sync__bound *bound) {
   const dl_sync_backend *b = guard->backend;
   DLDevice device = bound->stream.device;
   int code = 0;
@@ -90,11 +82,6 @@ int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context) {
   }
   guard->switched = 1;
   return DL_SYNC_OK;
-}
-
-int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound) {
-  if (!bound->is_default) return DL_SYNC_OK;
-  return dl_sync__guard_use(guard, bound->stream.device, bound->context);
 }
 
 int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status) {

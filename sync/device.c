@@ -30,7 +30,3 @@ int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b) {
   return a.handle == b.handle && a.device.device_id == b.device.device_id;
 }
 
-int dl_sync__is_default_stream(void *canonical_handle) {
-  return canonical_handle == NULL || canonical_handle == DL_SYNC_STREAM_LEGACY ||
-         canonical_handle == DL_SYNC_STREAM_PER_THREAD;
-}

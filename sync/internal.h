@@ -66,7 +66,10 @@ void *dl_sync__canonical_handle(DLDevice device, void *handle);
    default streams of two devices are two streams). */
 int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b);
 /* Default streams resolve against the current device: using them needs it set. */
-int dl_sync__is_default_stream(void *canonical_handle);
+static inline int dl_sync__is_default_stream(void *canonical_handle) {
+  return canonical_handle == NULL || canonical_handle == DL_SYNC_STREAM_LEGACY ||
+         canonical_handle == DL_SYNC_STREAM_PER_THREAD;
+}
 
 /* context.c: where each call on a stream runs. A call binds every stream it names once,
    from what the caller had current when it came in; calls on a default stream then run
@@ -92,15 +95,36 @@ typedef struct dl_sync__bound {
   int identified;        /* context and context_id known (always, without contexts) */
 } dl_sync__bound;
 
-void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_backend *backend);
+static inline void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_backend *backend) {
+  guard->backend = backend;
+  guard->contexts = backend->get_context != NULL;
+  guard->caller_known = 0;
+  guard->switched = 0;
+}
+/* A default stream's context, for the caller (the inline callers' slow half). */
+DL_SYNC__COLD int dl_sync__bind_default(dl_sync__guard *guard, dl_sync__bound *bound);
 /* Binds stream for the caller; switches nothing. */
-int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream, dl_sync__bound *out);
+static inline int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream,
+                                dl_sync__bound *out) {
+  out->stream = stream;
+  out->is_default = dl_sync__is_default_stream(stream.handle);
+  out->identified = !guard->contexts;
+  out->context = NULL;
+  out->context_id = 0;
+  return guard->contexts && out->is_default ? dl_sync__bind_default(guard, out) : DL_SYNC_OK;
+}
+int dl_sync__identify_context(dl_sync__guard *guard, dl_sync__bound *bound);
 /* The context (an explicit handle's) and its identity: what bound's events are pooled by. */
-int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound);
-/* Makes bound's context (device) current when calls on it need it (a default stream). */
-int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound);
+static inline int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound) {
+  return bound->identified ? DL_SYNC_OK : dl_sync__identify_context(guard, bound);
+}
 /* Makes context (of device; without contexts: device) current, when it is not. */
 int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context);
+/* Makes bound's context (device) current when calls on it need it (a default stream). */
+static inline int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound) {
+  return bound->is_default ? dl_sync__guard_use(guard, bound->stream.device, bound->context)
+                           : DL_SYNC_OK;
+}
 /* Makes the caller's context (device) current again; status is returned unchanged unless
    it was OK. */
 DL_SYNC__COLD int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status);
