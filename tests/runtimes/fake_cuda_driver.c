@@ -88,6 +88,7 @@ enum {
   CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
   CUDA_ERROR_CAPTURED_EVENT = 907,
+  CUDA_ERROR_UNKNOWN = 999,
 };
 
 enum {
@@ -345,6 +346,17 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
     initialized = -1;
     return CUDA_ERROR_NO_DEVICE;
   }
+  /* FAKE_CUDA_INIT_ERROR=<code>: a machine whose driver cannot start. cuInit's results
+     include CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_SYSTEM_DRIVER_MISMATCH and
+     CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, and "may also return error codes from
+     previous, asynchronous launches" (\notefnerr): CUDA_ERROR_SYSTEM_NOT_READY ("the
+     system is not yet ready to start any CUDA work"), the MPS codes ("the MPS client
+     failed to connect to the MPS control daemon or the MPS server", 805). */
+  const char *init_error = getenv("FAKE_CUDA_INIT_ERROR");
+  if (init_error != NULL && atoi(init_error) != 0) {
+    initialized = -1;
+    return atoi(init_error);
+  }
   devices = count < FAKE_MAX_DEVICES ? count : FAKE_MAX_DEVICES;
   for (int d = 0; d < devices; d++) {
     primaries[d] = (fake_context){
@@ -393,6 +405,12 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   ENTER();
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  /* cuDevicePrimaryCtxRetain: "Retaining the primary context for the first time will fail
+     with CUDA_ERROR_UNKNOWN if the compute mode of the device is
+     CU_COMPUTEMODE_PROHIBITED" (FAKE_CUDA_COMPUTE_PROHIBITED=1: every device). */
+  const char *prohibited_mode = getenv("FAKE_CUDA_COMPUTE_PROHIBITED");
+  if (prohibited_mode != NULL && strcmp(prohibited_mode, "1") == 0 && primaries[dev].retained == 0)
+    return CUDA_ERROR_UNKNOWN;
   driver_counters.primary_retain++;
   /* Retained after a reset, or for the first time: a new context behind the same handle
      ("The primary context is unique per device"), with a new Id (cuCtxGetId: "unique for
@@ -1154,6 +1172,16 @@ static const struct {
     {801, "CUDA_ERROR_NOT_SUPPORTED",
      "This error indicates that the attempted operation is not supported on the current "
      "system or device."},
+    {802, "CUDA_ERROR_SYSTEM_NOT_READY",
+     "This error indicates that the system is not yet ready to start any CUDA work."},
+    {803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+     "This error indicates that there is a mismatch between the versions of the display "
+     "driver and the CUDA driver."},
+    {805, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "This error indicates that the MPS client failed to connect to the MPS control daemon "
+     "or the MPS server."},
+    {810, "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+     "This error indicates that the MPS client has been terminated by the server."},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
      "This error indicates that the operation is not permitted when the stream is capturing."},
     {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",

@@ -831,6 +831,13 @@ static void test_driver_unusable_is_enodev(void **state) {
     mentions[0] = "cuGetProcAddress_v2";
     mentions[1] = "older than CUDA 12.0";
   }
+  /* A driver that loads but whose device cannot be used (FAKE_CUDA_INIT_ERROR,
+     FAKE_CUDA_COMPUTE_PROHIBITED): the driver's words, and the library is reported. */
+  int loads = no_device || strcmp(mode, "unusable") == 0;
+  if (strcmp(mode, "unusable") == 0) {
+    mentions[0] = getenv("EXPECT_MENTION");
+    mentions[1] = getenv("EXPECT_MENTION_TOO");
+  }
   assert_int_equal(dl_sync_export(on(dev0, DL_SYNC_STREAM_PER_THREAD), dl_sync_stream_arg_none()),
                    DL_SYNC_ENODEV);
   print_message("export: %s\n", dl_sync_last_error());
@@ -840,7 +847,7 @@ static void test_driver_unusable_is_enodev(void **state) {
   int status = dl_sync_backend_runtime(backend, &info);
   print_message("dl_sync_backend_runtime: %s: %s\n", dl_sync_status_name(status),
                 status == DL_SYNC_OK ? info.path : dl_sync_last_error());
-  if (no_device) return; /* the driver itself loaded */
+  if (loads) return; /* the driver itself loaded */
   assert_int_equal(status, DL_SYNC_ENODEV);
   assert_error_mentions(mentions[0]);
   assert_error_mentions(mentions[1]);
@@ -901,6 +908,7 @@ static int driver_main(const char *mode) {
     return cmocka_run_group_tests_name("driver_soname", tests, NULL, NULL);
   }
   if (strcmp(mode, "no-device") == 0 || strcmp(mode, "stub") == 0 ||
+      strcmp(mode, "unusable") == 0 ||
       strcmp(mode, "old-driver") == 0 || strcmp(mode, "no-driver") == 0) {
     const struct CMUnitTest tests[] = {
         {"test_driver_unusable_is_enodev", test_driver_unusable_is_enodev, NULL, NULL,
