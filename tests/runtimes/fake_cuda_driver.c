@@ -119,8 +119,8 @@ typedef struct fake_context {
   unsigned long long id; /* cuCtxGetId; a primary context's changes at each activation */
   unsigned retained; /* a primary context's references (cuDevicePrimaryCtxRetain) */
   int destroyed;     /* cuCtxDestroy ran on it */
-  fake_stream *legacy, *per_thread;
-  fake_stream own_defaults[2]; /* a created context's default streams */
+  fake_stream *legacy;
+  fake_stream own_legacy; /* a created context's legacy stream */
 } fake_context;
 
 /* A primary context's default streams are fake_gpu.h's per-device ones. */
@@ -241,6 +241,8 @@ static void stream_free(fake_stream *stream) {
   fake_stream_free(stream);
 }
 
+static int per_thread_capture(const fake_context *context, const fake_capture *capture, int clear);
+
 /* cuCtxDestroy: "Destroys and cleans up all resources associated with the context ...
    These resources include CUDA types ... CUstream, CUevent"; a primary context "is
    automatically reset once the last reference to it is released" (cuDevicePrimaryCtxRelease).
@@ -252,7 +254,7 @@ static void context_reset(fake_context *context) {
   for (size_t i = event_count; i-- > 0;)
     if (events[i]->context == context) event_forget((int)i);
   context->legacy->capture = NULL;
-  context->per_thread->capture = NULL;
+  per_thread_capture(context, NULL, 1);
 }
 
 static int push(fake_context *context) {
@@ -262,6 +264,57 @@ static int push(fake_context *context) {
 }
 
 /* ---- streams ------------------------------------------------------------------------ */
+
+/* CU_STREAM_PER_THREAD: "Stream handle that can be passed as a CUstream to use an implicit
+   stream with per-thread synchronization semantics": each host thread has its own in each
+   context. They are kept in one table (a thread's identity, its context), so that the
+   legacy stream's implicit synchronization and the end of a capture see every thread's. */
+enum { FAKE_MAX_PER_THREAD = 128 };
+static struct {
+  const void *thread;
+  fake_context *context;
+  fake_stream *stream;
+} per_thread_streams[FAKE_MAX_PER_THREAD];
+static pthread_mutex_t per_thread_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The calling thread's per-thread default stream of context, made at its first use. */
+static fake_stream *per_thread_of(fake_context *context) {
+  fake_stream *found = NULL;
+  pthread_mutex_lock(&per_thread_lock);
+  int free_slot = -1;
+  for (int i = 0; i < FAKE_MAX_PER_THREAD && found == NULL; i++) {
+    if (per_thread_streams[i].context == NULL && free_slot < 0) free_slot = i;
+    if (per_thread_streams[i].thread == &thread_identity &&
+        per_thread_streams[i].context == context)
+      found = per_thread_streams[i].stream;
+  }
+  if (found == NULL && free_slot >= 0) {
+    found = calloc(1, sizeof *found);
+    *found = (fake_stream){.device = context->device, .context = context, .per_thread = 1};
+    per_thread_streams[free_slot].thread = &thread_identity;
+    per_thread_streams[free_slot].context = context;
+    per_thread_streams[free_slot].stream = found;
+  }
+  pthread_mutex_unlock(&per_thread_lock);
+  return found;
+}
+
+/* A capture on any thread's per-thread stream of context (capture: that one only; NULL:
+   any); with clear, every such stream leaves its capture. */
+static int per_thread_capture(const fake_context *context, const fake_capture *capture, int clear) {
+  int found = 0;
+  pthread_mutex_lock(&per_thread_lock);
+  for (int i = 0; i < FAKE_MAX_PER_THREAD; i++) {
+    fake_stream *stream = per_thread_streams[i].stream;
+    if (stream == NULL || (context != NULL && per_thread_streams[i].context != context) ||
+        stream->capture == NULL || (capture != NULL && stream->capture != capture))
+      continue;
+    found = 1;
+    if (clear) stream->capture = NULL;
+  }
+  pthread_mutex_unlock(&per_thread_lock);
+  return found;
+}
 
 static int is_special(CUstream handle) {
   return handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD;
@@ -284,8 +337,8 @@ static CUresult resolve(CUstream handle, fake_stream **out) {
     fake_context *context;
     CUresult error = current_context(&context);
     if (error != CUDA_SUCCESS) return error;
-    *out = handle == CU_STREAM_PER_THREAD ? context->per_thread : context->legacy;
-    return CUDA_SUCCESS;
+    *out = handle == CU_STREAM_PER_THREAD ? per_thread_of(context) : context->legacy;
+    return *out != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (!known_stream(handle)) return dead(CUDA_ERROR_INVALID_HANDLE);
   *out = handle;
@@ -308,12 +361,13 @@ static int is_legacy(const fake_stream *stream) {
 static int legacy_blocked(const fake_stream *stream) {
   fake_context *context = context_of(stream);
   return is_legacy(stream) &&
-         fake_blocking_capture_on(context->device, context, context->per_thread);
+         (fake_blocking_capture_on(context->device, context, stream) ||
+          per_thread_capture(context, NULL, 0));
 }
 
 static int stream_kind(const fake_stream *stream) {
   if (stream == context_of(stream)->legacy) return 1;
-  if (stream == context_of(stream)->per_thread) return 2;
+  if (stream->per_thread) return 2;
   return 0;
 }
 
@@ -360,9 +414,8 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
   devices = count < FAKE_MAX_DEVICES ? count : FAKE_MAX_DEVICES;
   for (int d = 0; d < devices; d++) {
     primaries[d] = (fake_context){
-        .device = d, .primary = 1, .legacy = &fake_legacy[d], .per_thread = &fake_per_thread[d]};
+        .device = d, .primary = 1, .legacy = &fake_legacy[d]};
     fake_legacy[d] = (fake_stream){.device = d, .context = &primaries[d]};
-    fake_per_thread[d] = (fake_stream){.device = d, .context = &primaries[d]};
   }
   initialized = 1;
   pthread_atfork(NULL, NULL, child_after_fork);
@@ -606,10 +659,8 @@ static CUresult create_context(CUcontext *pctx, unsigned int flags, CUdevice dev
   fake_context *context = calloc(1, sizeof *context);
   context->device = dev;
   context->id = next_context_id++;
-  context->legacy = &context->own_defaults[0];
-  context->per_thread = &context->own_defaults[1];
-  context->own_defaults[0] = (fake_stream){.device = dev, .context = context};
-  context->own_defaults[1] = (fake_stream){.device = dev, .context = context};
+  context->legacy = &context->own_legacy;
+  context->own_legacy = (fake_stream){.device = dev, .context = context};
   created[slot] = context;
   push(context);
   *pctx = context;
@@ -667,6 +718,7 @@ FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 /* ---- streams ------------------------------------------------------------------------ */
+
 
 /* cuStreamCreate: "Valid values for Flags are: CU_STREAM_DEFAULT ... CU_STREAM_NON_BLOCKING:
    ... the created stream should perform no implicit synchronization with stream 0". The
@@ -833,10 +885,9 @@ static fake_graph *end_capture(fake_stream *origin) {
       release_object(capture->graph->objects[i], capture->graph->counts[i]);
     capture->graph->object_count = 0;
   }
-  for (int i = 0; i < FAKE_MAX_CONTEXTS; i++)
-    if (created[i] != NULL && created[i]->per_thread != origin &&
-        created[i]->per_thread->capture == capture)
-      created[i]->per_thread->capture = NULL;
+  fake_capture *ended = origin->capture;
+  per_thread_capture(NULL, ended, 1);
+  origin->capture = ended; /* fake_capture_end reads it */
   for (size_t i = 0; i < event_count; i++)
     if (events[i]->capture == capture) events[i]->capture = NULL;
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)

@@ -43,6 +43,7 @@ typedef struct fake_stream {
   fake_capture *capture;
   void *context;    /* the driver context it belongs to; NULL in the runtimes */
   int non_blocking; /* no implicit synchronization with the legacy stream */
+  int per_thread;   /* the driver: a thread's per-thread default stream */
 } fake_stream;
 
 typedef struct fake_event {

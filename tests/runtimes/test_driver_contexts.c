@@ -589,6 +589,43 @@ static void test_synchronize_keeps_another_threads_global_capture(void **state) 
   CU_OK(handle_fn, "cuStreamDestroy_v2", t.stream);
 }
 
+/* DLPack's stream 2 is "the per-thread default stream of the calling thread": each thread's
+   export records on its own (CU_STREAM_PER_THREAD: "an implicit stream with per-thread
+   synchronization semantics"). */
+typedef struct per_thread_run {
+  int status;
+  void *recorded;
+} per_thread_run;
+
+static void *export_per_thread(void *arg) {
+  per_thread_run *run = arg;
+  log_fn log = (log_fn)sym("fake_cuda_log");
+  CU(ctx_fn, "cuCtxSetCurrent", contexts[P0]);
+  log(-1, NULL, NULL, NULL);
+  run->status = dl_sync_export(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, CU_PER_THREAD),
+                               dl_sync_stream_arg_none());
+  int kind = -1;
+  void *context = NULL;
+  if (log(0, &kind, &context, &run->recorded) != 'r' || kind != PER_THREAD ||
+      context != contexts[P0])
+    run->recorded = NULL;
+  return NULL;
+}
+
+static void test_each_thread_records_on_its_own_per_thread_stream(void **state) {
+  (void)state;
+  per_thread_run mine = {0}, other = {0};
+  export_per_thread(&mine);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, export_per_thread, &other), 0);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  assert_int_equal(mine.status, DL_SYNC_OK);
+  assert_int_equal(other.status, DL_SYNC_OK);
+  assert_non_null(mine.recorded);
+  assert_non_null(other.recorded);
+  assert_ptr_not_equal(mine.recorded, other.recorded);
+}
+
 /* A child forked after CUDA was initialized cannot use it: ENODEV, and the message says
    so rather than "no device". The child makes no cmocka call. */
 static void test_a_forked_child_is_told_why(void **state) {
@@ -618,6 +655,8 @@ int main(void) {
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
       cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
+                                teardown_each),
+      cmocka_unit_test_teardown(test_each_thread_records_on_its_own_per_thread_stream,
                                 teardown_each),
       cmocka_unit_test_teardown(test_a_forked_child_is_told_why, teardown_each),
   };
