@@ -15,8 +15,10 @@
  * Test hooks (fake_gpu_*, fake_cuda_*) let the suite read what the driver was asked to do;
  * they are observations, never behaviour.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <limits.h>
 #include <pthread.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -821,13 +823,17 @@ static struct {
   void *ptr;
 } due[FAKE_MAX_DUE];
 static int due_head, due_count, due_running, destructor_thread_started;
+/* Test hooks: destructors held back; cuEventDestroy letting them go and waiting for them
+   (as the driver's thread may run one while another thread destroys an event). */
+static int destructors_held, release_on_destroy;
+static long destructor_stalls; /* waits for a destructor that did not finish in 2 s */
 
 static void *destructor_thread(void *unused) {
   (void)unused;
   in_destructor = 1;
   pthread_mutex_lock(&due_lock);
   for (;;) {
-    while (due_count == 0) pthread_cond_wait(&due_changed, &due_lock);
+    while (due_count == 0 || destructors_held) pthread_cond_wait(&due_changed, &due_lock);
     void (*destroy)(void *) = due[due_head].destroy;
     void *ptr = due[due_head].ptr;
     due_head = (due_head + 1) % FAKE_MAX_DUE;
@@ -858,6 +864,32 @@ static void run_later(void (*destroy)(void *), void *ptr) {
 }
 
 FAKE_EXPORT void fake_cuda_drain_destructors(void);
+FAKE_EXPORT void fake_cuda_hold_destructors(int hold, int until_event_destroy);
+
+void fake_cuda_hold_destructors(int hold, int until_event_destroy) {
+  pthread_mutex_lock(&due_lock);
+  destructors_held = hold;
+  release_on_destroy = until_event_destroy;
+  pthread_cond_broadcast(&due_changed);
+  pthread_mutex_unlock(&due_lock);
+}
+
+/* Lets held destructors run and waits up to 2 s for them. */
+static void run_held_destructors(void) {
+  pthread_mutex_lock(&due_lock);
+  if (release_on_destroy) {
+    release_on_destroy = destructors_held = 0;
+    pthread_cond_broadcast(&due_changed);
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 2;
+    while ((due_count != 0 || due_running) &&
+           pthread_cond_timedwait(&due_changed, &due_lock, &limit) == 0)
+      continue;
+    if (due_count != 0 || due_running) destructor_stalls++;
+  }
+  pthread_mutex_unlock(&due_lock);
+}
 
 void fake_cuda_drain_destructors(void) {
   pthread_mutex_lock(&due_lock);
@@ -1033,6 +1065,7 @@ static CUresult destroy_event(CUevent hEvent) {
   ENTER();
   int index = event_index(hEvent);
   if (index < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
+  run_held_destructors();
   event_forget(index);
   fake_counters.event_destroy++;
   return CUDA_SUCCESS;
@@ -1416,6 +1449,7 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "ctx_get_id") == 0) return driver_counters.ctx_get_id;
   if (strcmp(name, "prohibited_calls") == 0) return driver_counters.prohibited_calls;
   if (strcmp(name, "capture_queries") == 0) return driver_counters.capture_queries;
+  if (strcmp(name, "destructor_stalls") == 0) return destructor_stalls;
   if (strcmp(name, "ctx_get_current") == 0) return driver_counters.ctx_get_current;
   return -1;
 }

@@ -589,6 +589,31 @@ static void test_synchronize_keeps_another_threads_global_capture(void **state) 
   CU_OK(handle_fn, "cuStreamDestroy_v2", t.stream);
 }
 
+/* A graph's user-object destructor gives its event back on the driver's thread ("should
+   avoid blocking") while dl_sync_shutdown destroys that pool's idle events: shutdown
+   destroys them with no pool lock held, so the destructor never waits on it. */
+static void test_shutdown_never_makes_a_destructor_wait(void **state) {
+  (void)state;
+  set_caller(P0);
+  dl_sync_stream a = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[P0]);
+  dl_sync_stream b = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, stream_in(P0));
+  DL_OK(dl_sync_push_dep(a, b)); /* an idle event for shutdown to destroy */
+  CU_OK(begin_fn, "cuStreamBeginCapture_v2", b.handle, CU_CAPTURE_GLOBAL);
+  DL_OK(dl_sync_push_dep(a, b)); /* a graph-owned event of the same pool */
+  void *graph = NULL;
+  CU_OK(end_fn, "cuStreamEndCapture", b.handle, &graph);
+  void (*hold)(int, int) = (void (*)(int, int))sym("fake_cuda_hold_destructors");
+  hold(1, 0);
+  CU_OK(handle_fn, "cuGraphDestroy", graph); /* its destructor is due, held back */
+  hold(1, 1);                                /* and runs during the first cuEventDestroy */
+  long stalls = counter("destructor_stalls"), dead = counter("dead_handles");
+  DL_OK(dl_sync_shutdown());
+  drain();
+  assert_int_equal(counter("destructor_stalls") - stalls, 0);
+  assert_int_equal(counter("dead_handles") - dead, 0);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", b.handle);
+}
+
 /* DLPack's stream 2 is "the per-thread default stream of the calling thread": each thread's
    export records on its own (CU_STREAM_PER_THREAD: "an implicit stream with per-thread
    synchronization semantics"). */
@@ -656,6 +681,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
       cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
                                 teardown_each),
+      cmocka_unit_test_teardown(test_shutdown_never_makes_a_destructor_wait, teardown_each),
       cmocka_unit_test_teardown(test_each_thread_records_on_its_own_per_thread_stream,
                                 teardown_each),
       cmocka_unit_test_teardown(test_a_forked_child_is_told_why, teardown_each),
