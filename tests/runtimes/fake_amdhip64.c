@@ -52,9 +52,15 @@ static hipError_t answer(hipError_t error) {
 
 /* The null stream (0) is the legacy default stream; hipStreamPerThread is (hipStream_t)2. */
 static fake_stream *resolve(hipStream_t stream) {
-  if (stream == NULL) return &fake_legacy[fake_current_device];
-  if (stream == (hipStream_t)0x2) return &fake_per_thread[fake_current_device];
-  return stream;
+  fake_stream *special;
+  if (stream == NULL)
+    special = &fake_legacy[fake_current_device];
+  else if (stream == (hipStream_t)0x2)
+    special = &fake_per_thread[fake_current_device];
+  else
+    return stream;
+  special->device = fake_current_device; /* the current device's own default streams */
+  return special;
 }
 
 static int is_null_stream(fake_stream *stream) {

@@ -46,9 +46,15 @@ static cudaError_t answer(cudaError_t error) {
 /* cudaStreamLegacy (0x1), cudaStreamPerThread (0x2) and 0 (the legacy stream, without
    per-thread compilation) name the current device's default streams (driver_types.h). */
 static fake_stream *resolve(cudaStream_t stream) {
-  if (stream == NULL || stream == (cudaStream_t)0x1) return &fake_legacy[fake_current_device];
-  if (stream == (cudaStream_t)0x2) return &fake_per_thread[fake_current_device];
-  return stream;
+  fake_stream *special;
+  if (stream == NULL || stream == (cudaStream_t)0x1)
+    special = &fake_legacy[fake_current_device];
+  else if (stream == (cudaStream_t)0x2)
+    special = &fake_per_thread[fake_current_device];
+  else
+    return stream;
+  special->device = fake_current_device; /* the current device's own default streams */
+  return special;
 }
 
 static int is_legacy(fake_stream *stream) {
@@ -148,10 +154,12 @@ FAKE_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
-/* cudaEventRecord in a capturing stream captures the record into the graph; the event then
-   belongs to that capture sequence. */
+/* cudaEventRecord: "event and stream must be on the same CUDA context" (the runtime's
+   context of a device is its primary one: the same device). In a capturing stream the
+   record is captured into the graph; the event then belongs to that capture sequence. */
 FAKE_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t handle) {
   fake_stream *stream = resolve(handle);
+  if (event->device != stream->device) return answer(cudaErrorInvalidResourceHandle);
   if (is_legacy(stream) && fake_any_capture_on(stream->device))
     return answer(cudaErrorStreamCaptureImplicit);
   fake_counters.event_record++;

@@ -359,6 +359,22 @@ static void test_stream_argument_table(void **state) {
   free_stream(b);
 }
 
+/* A default stream names the current device's: an ordering from device 1's default stream,
+   made while device 0 is current, records there (an event of device 1 on device 0's
+   stream is the runtime's invalid resource handle), every time, the event from the
+   thread's cache included. */
+static void test_another_devices_default_stream_records_there(void **state) {
+  (void)state;
+  use_device(0);
+  for (int i = 0; i < 3; i++) {
+    DL_OK(dl_sync_push_dep(on(dev1, DL_SYNC_STREAM_LEGACY), on(dev0, DL_SYNC_STREAM_LEGACY)));
+    if (driver) {
+      assert_last("record", CU_LEGACY_KIND, primary1);
+      assert_last("wait", CU_LEGACY_KIND, primary0);
+    }
+  }
+}
+
 /* Steady state: one record and one wait per export, no event made, none queried (a HIP
    query could invalidate a capture, see the capture rows), none with timing. */
 static void test_steady_state_is_one_record_and_one_wait(void **state) {
@@ -880,6 +896,8 @@ static int driver_main(const char *mode) {
         cmocka_unit_test_teardown(test_driver_reports_the_library, driver_teardown),
         cmocka_unit_test_teardown(test_stream_argument_table, driver_teardown),
         cmocka_unit_test_teardown(test_steady_state_is_one_record_and_one_wait, driver_teardown),
+        cmocka_unit_test_teardown(test_another_devices_default_stream_records_there,
+                                  driver_teardown),
         cmocka_unit_test_teardown(test_capture_same_graph_survives_a_warm_pool, driver_teardown),
         cmocka_unit_test_teardown(test_capture_two_graphs_are_refused_and_both_survive,
                                   driver_teardown),
@@ -973,6 +991,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_reports_the_runtime_it_loaded, teardown),
       cmocka_unit_test_teardown(test_stream_argument_table, teardown),
       cmocka_unit_test_teardown(test_steady_state_is_one_record_and_one_wait, teardown),
+      cmocka_unit_test_teardown(test_another_devices_default_stream_records_there, teardown),
       cmocka_unit_test_teardown(test_capture_same_graph_survives_a_warm_pool, teardown),
       cmocka_unit_test_teardown(test_capture_two_graphs_are_refused_and_both_survive, teardown),
       cmocka_unit_test_teardown(test_capture_external_wait_is_owned_by_the_graph, teardown),
