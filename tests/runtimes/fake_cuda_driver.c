@@ -179,6 +179,43 @@ static fake_capture *live_captures[FAKE_MAX_STREAMS];
     if (initialized != 1) return CUDA_ERROR_NOT_INITIALIZED; \
   } while (0)
 
+/* Test hook: fake_cuda_fail_next(name, code, skip) makes the call of the entry point called
+   name that comes after skip more calls of it answer code, once; a test picks a code from
+   that entry point's documented results. */
+enum { FAKE_MAX_FAILURES = 4 };
+static struct {
+  const char *name;
+  int code, skip;
+} failures[FAKE_MAX_FAILURES];
+
+FAKE_EXPORT void fake_cuda_fail_next(const char *name, int code, int skip);
+
+void fake_cuda_fail_next(const char *name, int code, int skip) {
+  for (int i = 0; i < FAKE_MAX_FAILURES; i++)
+    if (failures[i].name == NULL) {
+      failures[i].name = name;
+      failures[i].code = code;
+      failures[i].skip = skip;
+      return;
+    }
+}
+
+static CUresult injected(const char *name) {
+  for (int i = 0; i < FAKE_MAX_FAILURES; i++) {
+    if (failures[i].name == NULL || strcmp(failures[i].name, name) != 0) continue;
+    if (failures[i].skip-- > 0) return CUDA_SUCCESS;
+    failures[i].name = NULL;
+    return failures[i].code;
+  }
+  return CUDA_SUCCESS;
+}
+
+#define FAIL_POINT(name)                   \
+  do {                                     \
+    CUresult injected_ = injected(name);   \
+    if (injected_ != 0) return injected_;  \
+  } while (0)
+
 /* A handle that names nothing live: a test counts these ("dead_handles"); a real driver
    may answer them so or misbehave (a destroyed event's or context's handle is not valid
    afterwards: cuEventDestroy, cuCtxDestroy). */
@@ -516,6 +553,7 @@ FAKE_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
    context that has had cuCtxDestroy() invoked on it)". */
 FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   ENTER();
+  FAIL_POINT("cuCtxSetCurrent");
   driver_counters.ctx_set_current++;
   if (ctx == NULL) {
     if (depth > 0) depth--;
@@ -975,6 +1013,7 @@ static CUresult capture_info(CUstream hStream, int *status, uint64_t *id, CUgrap
                              const CUgraphNode **dependencies, const void **edges, size_t *count) {
   ENTER();
   driver_counters.capture_queries++;
+  FAIL_POINT("cuStreamGetCaptureInfo");
   if (status == NULL || (edges != NULL && dependencies == NULL)) return CUDA_ERROR_INVALID_VALUE;
   fake_stream *stream;
   CUresult error = resolve(hStream, &stream);
@@ -1202,6 +1241,7 @@ FAKE_EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count
 FAKE_EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count,
                                              unsigned int flags) {
   ENTER();
+  FAIL_POINT("cuGraphRetainUserObject");
   if (graph == NULL || object == NULL || count == 0 || count > INT_MAX ||
       (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE) != 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -1410,6 +1450,13 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, ui
     driver_counters.per_thread_lookups++;
   int found = 0;
   *pfn = NULL;
+  /* FAKE_CUDA_NULL_ENTRY=<name>: a platform on which that function "is not supported":
+     CUDA_SUCCESS and a NULL pfn. */
+  const char *unsupported = getenv("FAKE_CUDA_NULL_ENTRY");
+  if (unsupported != NULL && strcmp(unsupported, symbol) == 0) {
+    if (symbolStatus != NULL) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_SUCCESS;
+  }
   for (size_t i = 0; i < sizeof entry_points / sizeof *entry_points; i++) {
     if (strcmp(entry_points[i].name, symbol) != 0) continue;
     found = 1;

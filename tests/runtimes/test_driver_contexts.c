@@ -614,6 +614,72 @@ static void test_shutdown_never_makes_a_destructor_wait(void **state) {
   CU_OK(handle_fn, "cuStreamDestroy_v2", b.handle);
 }
 
+static void fail_next(const char *name, int code, int skip) {
+  ((void (*)(const char *, int, int))sym("fake_cuda_fail_next"))(name, code, skip);
+}
+
+static dl_sync_pool_stats pool_of(int device) {
+  dl_sync_pool_stats stats;
+  DL_OK(dl_sync_pool_stats_get(dl_sync_cuda_backend(), device, &stats));
+  return stats;
+}
+
+/* The graph-owned event of an external wait goes back whatever fails after it was taken:
+   cuGraphRetainUserObject ("CUDA_ERROR_INVALID_VALUE" is among its results) refusing the
+   user object, or the switch to the consumer's context for the retain and the wait. */
+static void test_a_failed_external_wait_gives_everything_back(void **state) {
+  (void)state;
+  set_caller(P0);
+  dl_sync_stream a = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[P0]);
+  dl_sync_stream b = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, stream_in(P0));
+  long objects = counter("user_objects_live");
+  CU_OK(begin_fn, "cuStreamBeginCapture_v2", b.handle, CU_CAPTURE_GLOBAL);
+  fail_next("cuGraphRetainUserObject", 1 /* CUDA_ERROR_INVALID_VALUE */, 0);
+  assert_int_equal(dl_sync_push_dep(a, b), DL_SYNC_EBACKEND);
+  assert_error_mentions("cuGraphRetainUserObject");
+  void *graph = NULL;
+  CU(end_fn, "cuStreamEndCapture", b.handle, &graph);
+  if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
+  drain();
+  assert_int_equal(counter("user_objects_live") - objects, 0);
+  assert_int_equal(pool_of(0).outstanding, 0);
+
+  /* The consumer: device 1's per-thread stream, capturing. With a cold pool the event is
+     made in P0, so the retain needs P1 current again: the third switch of the call. */
+  DL_OK(dl_sync_shutdown());
+  CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[P1]);
+  CU_OK(begin_fn, "cuStreamBeginCapture_v2", CU_PER_THREAD, CU_CAPTURE_GLOBAL);
+  CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[P0]);
+  fail_next("cuCtxSetCurrent", 201 /* CUDA_ERROR_INVALID_CONTEXT */, 2);
+  assert_int_equal(dl_sync_push_dep(a, dl_sync_stream_view((DLDevice){kDLCUDA, 1}, CU_PER_THREAD)),
+                   DL_SYNC_EBACKEND);
+  assert_error_mentions("[cuCtxSetCurrent]");
+  assert_ptr_equal(current(), contexts[P0]);
+  assert_int_equal(pool_of(0).outstanding, 0);
+  assert_int_equal(counter("user_objects_live") - objects, 0);
+  CU_OK(ctx_fn, "cuCtxSetCurrent", contexts[P1]);
+  graph = NULL;
+  CU(end_fn, "cuStreamEndCapture", CU_PER_THREAD, &graph);
+  if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
+  set_caller(P0);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", b.handle);
+}
+
+/* A call that fails, then fails to give the caller's context back, reports the first
+   failure (the caller had none: the legacy stream was named in P0). */
+static void test_a_failed_restore_reports_the_first_failure(void **state) {
+  (void)state;
+  set_caller(NONE);
+  fail_next("cuStreamGetCaptureInfo", 1 /* CUDA_ERROR_INVALID_VALUE */, 0);
+  fail_next("cuCtxSetCurrent", 201 /* CUDA_ERROR_INVALID_CONTEXT */, 1);
+  assert_int_equal(
+      dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, CU_LEGACY),
+                       dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[P0])),
+      DL_SYNC_EBACKEND);
+  assert_error_mentions("[cuStreamGetCaptureInfo][CUDA_ERROR_INVALID_VALUE]");
+  set_caller(P0);
+}
+
 /* DLPack's stream 2 is "the per-thread default stream of the calling thread": each thread's
    export records on its own (CU_STREAM_PER_THREAD: "an implicit stream with per-thread
    synchronization semantics"). */
@@ -682,6 +748,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
                                 teardown_each),
       cmocka_unit_test_teardown(test_shutdown_never_makes_a_destructor_wait, teardown_each),
+      cmocka_unit_test_teardown(test_a_failed_external_wait_gives_everything_back, teardown_each),
+      cmocka_unit_test_teardown(test_a_failed_restore_reports_the_first_failure, teardown_each),
       cmocka_unit_test_teardown(test_each_thread_records_on_its_own_per_thread_stream,
                                 teardown_each),
       cmocka_unit_test_teardown(test_a_forked_child_is_told_why, teardown_each),

@@ -663,13 +663,15 @@ static void test_driver_reports_the_library(void **state) {
    error naming the driver's code; the caller's context is left current. */
 static void test_driver_bad_device_is_a_backend_error(void **state) {
   (void)state;
-  DLDevice missing = {kDLCUDA, 5};
-  assert_int_equal(
-      dl_sync_push_dep(on(missing, DL_SYNC_STREAM_PER_THREAD), on(missing, DL_SYNC_STREAM_LEGACY)),
-      DL_SYNC_EBACKEND);
-  print_message("%s\n", dl_sync_last_error());
-  assert_error_mentions("CUDA_ERROR_INVALID_DEVICE");
-  assert_ptr_equal(cu_current(), primary0);
+  for (int id = 2; id <= 5; id += 3) { /* the device count (2), and past it */
+    DLDevice missing = {kDLCUDA, id};
+    assert_int_equal(dl_sync_push_dep(on(missing, DL_SYNC_STREAM_PER_THREAD),
+                                      on(missing, DL_SYNC_STREAM_LEGACY)),
+                     DL_SYNC_EBACKEND);
+    print_message("%s\n", dl_sync_last_error());
+    assert_error_mentions("CUDA_ERROR_INVALID_DEVICE");
+    assert_ptr_equal(cu_current(), primary0);
+  }
 }
 
 /* ---- contexts ---- */
