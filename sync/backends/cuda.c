@@ -248,8 +248,9 @@ static const dl_sync_backend cuda_backend = {
     .error_status = cuda_error_status,
 };
 
+/* Asking for the backend is no use of it: a runtime is found at its first call, so that a
+   framework can still bind its own. */
 const dl_sync_backend *dl_sync_cudart_backend(void) {
-  dl_sync__runtime_find(&runtime, 0);
   return &cuda_backend;
 }
 

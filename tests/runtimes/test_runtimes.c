@@ -578,6 +578,29 @@ static void test_bad_override_is_enodev_naming_the_path(void **state) {
   assert_error_mentions(path);
 }
 
+static void *nothing(void *user, const char *name) {
+  (void)user;
+  (void)name;
+  return NULL;
+}
+
+/* Before the backend's first use, a bind that fails (a lookup that finds nothing: ENODEV)
+   keeps neither its lookup nor a verdict: the runtime the process loads is found, with
+   the CUDA runtime also when the process had loaded it before the bind. */
+static void test_a_failed_bind_hides_nothing(void **state) {
+  (void)state;
+  const char *path = getenv("TEST_LOAD_AFTER");
+  if (path == NULL) path = getenv("TEST_LOAD_FIRST");
+  int status = dl_sync_bind_runtime(backend, nothing, NULL);
+  print_message("%s\n", dl_sync_last_error());
+  assert_int_equal(status, DL_SYNC_ENODEV);
+  if (getenv("TEST_LOAD_AFTER") != NULL) assert_non_null(dlopen(path, RTLD_NOW));
+  dl_sync_runtime_info info;
+  DL_OK(dl_sync_backend_runtime(backend, &info));
+  assert_string_equal(info.path, path);
+  assert_int_equal(info.version, expected_version);
+}
+
 static void test_found_the_expected_runtime(void **state) {
   (void)state;
   dl_sync_runtime_info info;
@@ -960,6 +983,10 @@ int main(int argc, char **argv) {
   }
   /* The CUDA runtime backend is an explicit choice: installed for the CUDA types here. */
   backend = cuda ? dl_sync_cudart_backend() : dl_sync_hip_backend();
+  if (strcmp(mode, "failed-bind") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_a_failed_bind_hides_nothing)};
+    return cmocka_run_group_tests_name("failed_bind", tests, NULL, NULL);
+  }
   if (cuda && dl_sync_set_backend(kDLCUDA, backend) != DL_SYNC_OK) return 1;
   dev0 = (DLDevice){cuda ? kDLCUDA : kDLROCM, 0};
   dev1 = (DLDevice){dev0.device_type, 1};
