@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
@@ -566,6 +568,24 @@ static void test_no_runtime_is_enodev_and_nothing_is_loaded(void **state) {
   assert_int_equal(mapped, 0);
 }
 
+/* The loader holds its search locks around fork() and gives them back in the child too:
+   a child searches again (the runtime is still not loaded) and gets its answer. The child
+   makes no cmocka call; a search that never returns is ended by the alarm. */
+static void test_a_forked_child_can_search_again(void **state) {
+  (void)state;
+  dl_sync_runtime_info info;
+  assert_int_equal(dl_sync_backend_runtime(backend, &info), DL_SYNC_ENODEV);
+  pid_t child = fork();
+  if (child == 0) {
+    alarm(10);
+    _exit(dl_sync_backend_runtime(backend, &info) == DL_SYNC_ENODEV ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("the child's search %s", WIFSIGNALED(status) ? "never returned" : "failed");
+}
+
 static void test_bad_override_is_enodev_naming_the_path(void **state) {
   (void)state;
   const char *path = getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP");
@@ -996,7 +1016,8 @@ int main(int argc, char **argv) {
 
   if (strcmp(mode, "no-runtime") == 0) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_runtime_is_enodev_and_nothing_is_loaded)};
+        cmocka_unit_test(test_no_runtime_is_enodev_and_nothing_is_loaded),
+        cmocka_unit_test(test_a_forked_child_can_search_again)};
     return cmocka_run_group_tests_name("no_runtime", tests, NULL, NULL);
   }
   if (strcmp(mode, "bad-override") == 0) {
