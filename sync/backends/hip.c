@@ -55,8 +55,12 @@ static int resolve(dl_sync__runtime *rt) {
   }
   DL_SYNC__HIP_CALLS(DL_SYNC__HIP_RESOLVE)
 #undef DL_SYNC__HIP_RESOLVE
-  if (api.hipRuntimeGetVersion(&runtime.version) != hipSuccess || !version_at_least(5, 0)) {
-    api.hipGetLastError();
+  hipError_t code = api.hipRuntimeGetVersion(&runtime.version);
+  if (code != hipSuccess || !version_at_least(5, 0)) {
+    api.hipGetLastError(); /* the thread's last error stays the caller's */
+    if (code != hipSuccess)
+      return dl_sync__runtime_reject(&runtime, "%s answered hipRuntimeGetVersion with %d",
+                                     runtime.path, (int)code);
     return dl_sync__runtime_reject(&runtime,
                                    "%s is HIP runtime version %d: dlsync needs 5.0 or newer",
                                    runtime.path, runtime.version);

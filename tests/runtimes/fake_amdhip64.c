@@ -67,7 +67,12 @@ static int is_null_stream(fake_stream *stream) {
   return stream == &fake_legacy[stream->device];
 }
 
+/* hipRuntimeGetVersion: "@returns #hipSuccess, #hipErrorInavlidValue" (hip_runtime_api.h);
+   FAKE_HIP_VERSION_ERROR=1 makes it fail, as every failing call, recorded as the thread's
+   last error. */
 FAKE_EXPORT hipError_t hipRuntimeGetVersion(int *version) {
+  const char *fail = getenv("FAKE_HIP_VERSION_ERROR");
+  if (fail != NULL && strcmp(fail, "1") == 0) return answer(hipErrorInvalidValue);
   *version = FAKE_HIP_VERSION;
   return answer(hipSuccess);
 }

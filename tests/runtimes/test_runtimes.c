@@ -586,6 +586,21 @@ static void test_a_forked_child_can_search_again(void **state) {
     fail_msg("the child's search %s", WIFSIGNALED(status) ? "never returned" : "failed");
 }
 
+/* A runtime whose version query fails is refused, and the failure it recorded as the
+   thread's last error is not left for the framework to find. */
+static void test_a_failed_version_query_leaves_no_last_error(void **state) {
+  (void)state;
+  dl_sync_runtime_info info;
+  assert_int_equal(dl_sync_backend_runtime(backend, &info), DL_SYNC_ENODEV);
+  print_message("%s\n", dl_sync_last_error());
+  assert_error_mentions(cuda ? "answered cudaRuntimeGetVersion" : "answered hipRuntimeGetVersion");
+  void *library = dlopen(getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP"), RTLD_NOW | RTLD_NOLOAD);
+  assert_non_null(library);
+  last_error_fn get_last = (last_error_fn)dlsym(library, cuda ? "cudaGetLastError" : "hipGetLastError");
+  assert_non_null(get_last);
+  assert_int_equal(get_last(), 0);
+}
+
 static void test_bad_override_is_enodev_naming_the_path(void **state) {
   (void)state;
   const char *path = getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP");
@@ -1003,6 +1018,11 @@ int main(int argc, char **argv) {
   }
   /* The CUDA runtime backend is an explicit choice: installed for the CUDA types here. */
   backend = cuda ? dl_sync_cudart_backend() : dl_sync_hip_backend();
+  if (strcmp(mode, "version-error") == 0) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_failed_version_query_leaves_no_last_error)};
+    return cmocka_run_group_tests_name("version_error", tests, NULL, NULL);
+  }
   if (strcmp(mode, "failed-bind") == 0) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_a_failed_bind_hides_nothing)};
     return cmocka_run_group_tests_name("failed_bind", tests, NULL, NULL);
