@@ -89,10 +89,17 @@ static pool_set *find_set(const dl_sync_backend *backend, int claim) {
   return NULL;
 }
 
+static atomic_long pools_allocated; /* made and not freed, of this process's line */
+
+long dl_sync__pools_allocated(void) {
+  return atomic_load(&pools_allocated);
+}
+
 static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, void *context,
                                uint64_t context_id) {
   dl_sync__pool *pool = calloc(1, sizeof *pool);
   if (pool == NULL) return NULL;
+  atomic_fetch_add(&pools_allocated, 1);
   pool->backend = backend;
   pool->device = device;
   pool->context = context;
@@ -102,6 +109,7 @@ static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, 
 }
 
 static void pool_free(dl_sync__pool *pool) {
+  atomic_fetch_sub(&pools_allocated, 1);
   free(pool->ring);
   free(pool);
 }

@@ -154,6 +154,9 @@ DL_SYNC__COLD int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice dev
 int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
 DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event);
+/* How many pools are allocated now (for the tests: a retired pool is freed with its last
+   event). */
+long dl_sync__pools_allocated(void);
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);

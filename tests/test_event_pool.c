@@ -159,6 +159,25 @@ static void test_shutdown_racing_a_graph_destructor(void **state) {
   }
 }
 
+/* A pool that dl_sync_shutdown retired, because a graph still owned one of its events, is
+   freed when that event comes back; a pool with nothing out is freed by the shutdown. */
+static void test_a_retired_pool_is_freed_with_its_last_event(void **state) {
+  (void)state;
+  long before = dl_sync__pools_allocated();
+  dl_sync__pool *pool = NULL;
+  DLDevice device = {kDLCUDA, 0};
+  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  void *owned = acquire(pool);
+  assert_int_equal(dl_sync__pools_allocated() - before, 1);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pools_allocated() - before, 1); /* retired: the graph's event */
+  dl_sync__pool_release(pool, owned);
+  assert_int_equal(dl_sync__pools_allocated() - before, 0);
+  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pools_allocated() - before, 0);
+}
+
 /* A child after fork() starts with no pools: the parent's events are not its own. */
 static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
@@ -264,6 +283,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
       cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
+      cmocka_unit_test(test_a_retired_pool_is_freed_with_its_last_event),
       cmocka_unit_test(test_a_forked_child_starts_without_pools),
       cmocka_unit_test(test_a_forked_child_is_free_of_the_parents_threads_and_caches),
   };
