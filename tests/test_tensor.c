@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Per-tensor events owned by the deleter, on the simulated device: ordering (with a
    negative control), identity and ownership, deleters on foreign threads, bad input. */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -272,6 +273,52 @@ static void test_deleters_run_on_foreign_threads_during_exports(void **state) {
   assert_int_equal(stats.idle, stats.created);
 }
 
+/* Deleters no thread has seen before, each a function of its own (its index kept, so that
+   no two fold into one). */
+static volatile int foreign_deleted;
+#define FOREIGN_DELETER(i) \
+  static void foreign_deleter_##i(DLManagedTensorVersioned *t) { (void)t; foreign_deleted = i; }
+FOREIGN_DELETER(0) FOREIGN_DELETER(1) FOREIGN_DELETER(2) FOREIGN_DELETER(3)
+FOREIGN_DELETER(4) FOREIGN_DELETER(5) FOREIGN_DELETER(6) FOREIGN_DELETER(7)
+static void (*const foreign_deleters[])(DLManagedTensorVersioned *) = {
+    foreign_deleter_0, foreign_deleter_1, foreign_deleter_2, foreign_deleter_3,
+    foreign_deleter_4, foreign_deleter_5, foreign_deleter_6, foreign_deleter_7};
+enum { FOREIGN = sizeof foreign_deleters / sizeof *foreign_deleters, RECOGNIZERS = 8 };
+
+typedef struct recognizer {
+  pthread_barrier_t *start;
+  int wrong;
+} recognizer;
+
+static void *recognize_new_deleters(void *arg) {
+  recognizer *r = arg;
+  for (int i = 0; i < FOREIGN; i++) {
+    DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = foreign_deleters[i]};
+    tensor.dl_tensor.device = cuda0;
+    pthread_barrier_wait(r->start); /* every thread meets deleter i for the first time */
+    if (dl_sync_tensor_has_event(&tensor) != 0) r->wrong++;
+  }
+  return NULL;
+}
+
+/* Several threads see a new deleter at once: one publishes its verdict in the recognition
+   cache while the others read it (a race checker build sees a slot published before its
+   verdict), and every answer is "no event". */
+static void test_threads_recognize_a_new_deleter_at_once(void **state) {
+  (void)state;
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, RECOGNIZERS);
+  recognizer runs[RECOGNIZERS];
+  pthread_t threads[RECOGNIZERS];
+  for (int i = 0; i < RECOGNIZERS; i++) {
+    runs[i] = (recognizer){.start = &start};
+    assert_int_equal(pthread_create(&threads[i], NULL, recognize_new_deleters, &runs[i]), 0);
+  }
+  for (int i = 0; i < RECOGNIZERS; i++) assert_int_equal(pthread_join(threads[i], NULL), 0);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < RECOGNIZERS; i++) assert_int_equal(runs[i].wrong, 0);
+}
+
 static void test_bad_input_gets_clear_errors(void **state) {
   (void)state;
   assert_int_equal(dl_sync_tensor_record(NULL, sim_view(NULL, 0)), DL_SYNC_EINVAL);
@@ -516,6 +563,7 @@ int main(void) {
       TENSOR_TEST(test_foreign_tensor_wait_is_a_noop),
       TENSOR_TEST(test_tensor_freed_before_the_graph_that_waits_on_its_event),
       TENSOR_TEST(test_deleters_run_on_foreign_threads_during_exports),
+      TENSOR_TEST(test_threads_recognize_a_new_deleter_at_once),
       TENSOR_TEST(test_bad_input_gets_clear_errors),
       TENSOR_TEST(test_event_of_an_unknown_abi_major_is_an_error),
       TENSOR_TEST(test_event_of_another_runtime_family_is_an_error),
