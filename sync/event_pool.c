@@ -310,8 +310,11 @@ static _Thread_local thread_cache this_thread;
 
 #define DL_SYNC__RELAXED memory_order_relaxed
 
+void (*dl_sync__cache_flush_hook)(void);
+
 /* Gives the slot's events and its count of borrows to its pool and unbinds it. No runtime
-   call: safe in a thread's exit. */
+   call: safe in a thread's exit. The caller holds caches_lock: statistics never see the
+   events in the pool and in the slot at once. */
 static void slot_flush(cache_slot *slot) {
   dl_sync__pool *pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
   if (pool == NULL) return;
@@ -321,6 +324,7 @@ static void slot_flush(cache_slot *slot) {
   pool->outstanding -= count;
   pool->acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
   unlock(&pool->lock);
+  if (dl_sync__cache_flush_hook != NULL) dl_sync__cache_flush_hook();
   atomic_store_explicit(&slot->count, 0, DL_SYNC__RELAXED);
   atomic_store_explicit(&slot->acquired, 0, DL_SYNC__RELAXED);
   atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);

@@ -154,6 +154,9 @@ DL_SYNC__COLD int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice dev
 int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
 DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event);
+/* For the tests: called (when set) in the middle of giving a thread cache slot's events
+   back to their pool, where they are in both. */
+extern void (*dl_sync__cache_flush_hook)(void);
 /* How many pools are allocated now (for the tests: a retired pool is freed with its last
    event). */
 long dl_sync__pools_allocated(void);

@@ -3,6 +3,7 @@
  * The event pool's ring, through its internal interface (linked statically): growth while
  * the idle events wrap around the ring must keep every idle event exactly once.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -178,6 +179,79 @@ static void test_a_retired_pool_is_freed_with_its_last_event(void **state) {
   assert_int_equal(dl_sync__pools_allocated() - before, 0);
 }
 
+/* A thread's cache binds four pools; a fifth evicts one, whose events go back to their pool
+   with caches_lock held, so that statistics never count them twice. The hook, in the
+   middle of the eviction (the events in the pool and still in the slot), lets another
+   thread read the statistics and gives it 200 ms: with the lock held it cannot, and reads
+   them once the eviction is over. */
+static dl_sync_backend evicting; /* served through the thread caches */
+static pthread_mutex_t eviction_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t eviction_changed = PTHREAD_COND_INITIALIZER;
+static int eviction_phase; /* 1: in the middle of the eviction; 2: statistics read */
+static dl_sync_pool_stats during_eviction;
+
+static void in_the_middle_of_an_eviction(void) {
+  pthread_mutex_lock(&eviction_lock);
+  eviction_phase = 1;
+  pthread_cond_broadcast(&eviction_changed);
+  struct timespec limit;
+  clock_gettime(CLOCK_REALTIME, &limit);
+  limit.tv_nsec += 200 * 1000 * 1000;
+  if (limit.tv_nsec >= 1000000000) {
+    limit.tv_sec++;
+    limit.tv_nsec -= 1000000000;
+  }
+  while (eviction_phase != 2 &&
+         pthread_cond_timedwait(&eviction_changed, &eviction_lock, &limit) == 0)
+    continue;
+  pthread_mutex_unlock(&eviction_lock);
+}
+
+static void *read_stats_during_eviction(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&eviction_lock);
+  while (eviction_phase == 0) pthread_cond_wait(&eviction_changed, &eviction_lock);
+  pthread_mutex_unlock(&eviction_lock);
+  dl_sync_pool_stats stats;
+  dl_sync_pool_stats_get(&evicting, 0, &stats);
+  pthread_mutex_lock(&eviction_lock);
+  during_eviction = stats;
+  eviction_phase = 2;
+  pthread_cond_broadcast(&eviction_changed);
+  pthread_mutex_unlock(&eviction_lock);
+  return NULL;
+}
+
+static void test_statistics_never_see_an_evicted_slot_twice(void **state) {
+  (void)state;
+  evicting = ring_backend;
+  evicting.name = "evicting";
+  evicting.flags = 0;
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, &evicting);
+  for (int32_t d = 0; d < 4; d++) { /* one event in each of four slots */
+    dl_sync__borrowed borrowed;
+    assert_int_equal(dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, d}, NULL, 0, &guard,
+                                          &borrowed),
+                     DL_SYNC_OK);
+    dl_sync__pool_return(&borrowed);
+  }
+  pthread_t reader;
+  assert_int_equal(pthread_create(&reader, NULL, read_stats_during_eviction, NULL), 0);
+  dl_sync__cache_flush_hook = in_the_middle_of_an_eviction;
+  dl_sync__borrowed fifth; /* evicts device 0's slot, the first bound */
+  assert_int_equal(
+      dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, 4}, NULL, 0, &guard, &fifth), DL_SYNC_OK);
+  dl_sync__cache_flush_hook = NULL;
+  dl_sync__pool_return(&fifth);
+  assert_int_equal(pthread_join(reader, NULL), 0);
+  assert_int_equal(eviction_phase, 2);
+  assert_int_equal(during_eviction.created, 1);
+  assert_int_equal(during_eviction.idle, 1);
+  assert_int_equal(during_eviction.outstanding, 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+}
+
 /* A child after fork() starts with no pools: the parent's events are not its own. */
 static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
@@ -284,6 +358,7 @@ int main(void) {
       cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
       cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
       cmocka_unit_test(test_a_retired_pool_is_freed_with_its_last_event),
+      cmocka_unit_test(test_statistics_never_see_an_evicted_slot_twice),
       cmocka_unit_test(test_a_forked_child_starts_without_pools),
       cmocka_unit_test(test_a_forked_child_is_free_of_the_parents_threads_and_caches),
   };
