@@ -185,6 +185,16 @@ class Capture(unittest.TestCase):
             kernels, external_waits = consumer.end_capture()
             self.assertEqual(external_waits, 1)
 
+    def test_an_invalidated_capture_is_not_capturing(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            stream = sim.stream()
+            stream.begin_capture()
+            self.assertTrue(stream.is_capturing)
+            with self.assertRaisesRegex(RuntimeError, "StreamCaptureUnsupported"):
+                stream.synchronize()  # prohibited in a capture: it invalidates the capture
+            self.assertFalse(stream.is_capturing)
+            self.assertIsNone(stream.end_capture())  # no graph from an invalidated capture
+
 
 class Errors(unittest.TestCase):
     def test_a_runtime_error_is_a_runtime_error(self):
