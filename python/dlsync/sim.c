@@ -92,6 +92,40 @@ static dl_sync_testing_device testing_device = {
     .attach = attach_copy,
 };
 
+/* The simulator as this module's own copy of dlsync uses it: each call on a stream also
+   notes whether the calling thread holds the GIL. The binding releases it around every
+   call that reaches the runtime (else each such call stalls every other Python thread for
+   as long as the runtime takes); runtime_calls_holding_the_gil() says whether it did. */
+static dl_sync_backend gil_checked;
+static long calls_holding_the_gil; /* written with the GIL held only: no lock needed */
+
+static void note_the_gil(void) {
+  if (PyGILState_Check()) calls_holding_the_gil++;
+}
+
+static int checked_record(void *ctx, void *event, void *stream) {
+  note_the_gil();
+  return dl_sync_sim_backend()->event_record(ctx, event, stream);
+}
+
+static int checked_wait(void *ctx, void *stream, void *event) {
+  note_the_gil();
+  return dl_sync_sim_backend()->stream_wait(ctx, stream, event);
+}
+
+static int checked_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
+  note_the_gil();
+  return dl_sync_sim_backend()->capture_info(ctx, stream, out);
+}
+
+static const dl_sync_backend *gil_checked_backend(void) {
+  gil_checked = *dl_sync_sim_backend();
+  gil_checked.event_record = checked_record;
+  gil_checked.stream_wait = checked_wait;
+  gil_checked.capture_info = checked_capture_info;
+  return &gil_checked;
+}
+
 /* What to give dl_sync_set_backend to bring back what dl_sync_get_backend returned. */
 static const dl_sync_backend *restorable(const dl_sync_backend *b) {
   return b == dl_sync_cuda_backend() || b == dl_sync_hip_backend() ? NULL : b;
@@ -134,6 +168,8 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
                         types, MAX_TYPES);
   }
   reset_all();
+  const dl_sync_backend *own = gil_checked_backend();
+  calls_holding_the_gil = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
     long type = PyLong_Check(item) && !PyBool_Check(item) ? PyLong_AsLong(item) : -1;
@@ -142,7 +178,7 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
     if (status == DL_SYNC_OK) {
       installed_types[i] = (int32_t)type;
       previous[i] = restorable(dl_sync_get_backend((int32_t)type));
-      status = dl_sync_set_backend((int32_t)type, dl_sync_sim_backend());
+      status = dl_sync_set_backend((int32_t)type, own);
     }
     if (status != DL_SYNC_OK) {
       restore_backends((int)i);
@@ -171,6 +207,12 @@ static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
   installed_count = -1;
   testing_device.device_type_count = 0;
   Py_RETURN_NONE;
+}
+
+static PyObject *sim_calls_holding_the_gil(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromLong(calls_holding_the_gil);
 }
 
 /* backend_capsule(): the capsule other copies of dlsync install the simulator from
@@ -319,6 +361,7 @@ static PyMethodDef sim_methods[] = {
     {"install", sim_install, METH_O, "install(device_types)"},
     {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()"},
     {"backend_capsule", sim_backend_capsule, METH_NOARGS, "backend_capsule()"},
+    {"calls_holding_the_gil", sim_calls_holding_the_gil, METH_NOARGS, "calls_holding_the_gil()"},
     {"stream_create", sim_stream_create, METH_VARARGS, "stream_create(non_blocking, device)"},
     {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
     {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},

@@ -157,6 +157,12 @@ class SimulatedDevice:
         self.close(check=exc_type is None)
 
     @property
+    def runtime_calls_holding_the_gil(self) -> int:
+        """How many of the runtime calls dlsync made on the simulated device since it was
+        opened found the calling thread holding the GIL (dlsync releases it around them)."""
+        return int(_sim.calls_holding_the_gil())
+
+    @property
     def backend_capsule(self) -> object:
         """A capsule (``dlsync.testing.simulated_device``) with the simulated device's
         backend, for installing it into another copy of dlsync: what

@@ -185,6 +185,15 @@ class Capture(unittest.TestCase):
             kernels, external_waits = consumer.end_capture()
             self.assertEqual(external_waits, 1)
 
+    def test_runtime_calls_are_made_without_the_gil(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            producer, consumer = sim.stream(), sim.stream()
+            dlsync.export((2, 0), producer, consumer.handle)
+            dlsync.push_dep((2, 0), consumer, producer)
+            with dlsync.Group((2, 0), consumer) as group:
+                group.add(producer)
+            self.assertEqual(sim.runtime_calls_holding_the_gil, 0)
+
     def test_an_invalidated_capture_is_not_capturing(self):
         with dlsync.testing.SimulatedDevice() as sim:
             stream = sim.stream()
