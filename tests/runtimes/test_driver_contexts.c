@@ -52,6 +52,7 @@ typedef int (*init_fn)(unsigned flags);
 typedef long (*counter_fn)(const char *name);
 typedef int (*log_fn)(int i, int *kind, void **context, void **stream);
 typedef int (*external_waits_fn)(const void *graph);
+typedef int (*event_create_fn)(void **event, unsigned flags);
 
 #define CU(type, name, ...) (((type)sym(name))(__VA_ARGS__))
 #define CU_OK(type, name, ...)                                       \
@@ -577,12 +578,21 @@ static void test_synchronize_keeps_another_threads_global_capture(void **state) 
   int status = dl_sync_tensor_synchronize(&tensor);
   char message[512];
   snprintf(message, sizeof message, "%s", dl_sync_last_error());
+  /* the backend's event query, as a pool that queries before reuse calls it */
+  const dl_sync_backend *b = dl_sync_cuda_backend();
+  void *event = NULL;
+  int complete = 0;
+  CU_OK(event_create_fn, "cuEventCreate", &event, 2u /* CU_EVENT_DISABLE_TIMING */);
+  int query_code = b->event_query(b->ctx, event, &complete);
+  CU_OK(handle_fn, "cuEventDestroy_v2", event);
   pthread_mutex_lock(&t.lock);
   t.phase = 2;
   pthread_cond_broadcast(&t.changed);
   pthread_mutex_unlock(&t.lock);
   assert_int_equal(pthread_join(thread, NULL), 0);
   if (status != DL_SYNC_OK) fail_msg("%s", message);
+  assert_int_equal(query_code, 0);
+  assert_int_equal(complete, 1);
   assert_int_equal(counter("prohibited_calls") - prohibited, 0);
   assert_int_equal(t.status_before_end, 1); /* still capturing: not invalidated */
   tensor.deleter(&tensor);
