@@ -518,18 +518,19 @@ static int drain(dl_sync__pool *pool, int *status) {
   lock(&pool->lock);
   void **ring = pool->ring;
   size_t head = pool->head, count = pool->count, capacity = pool->capacity;
-  pool->ring = NULL;
-  pool->head = pool->count = pool->capacity = 0;
+  pool->count = 0;
   pool->destroyed += count;
-  pool->retired = 1;
+  pool->retired = 1; /* no event is put in the ring again */
   int unused = pool->outstanding == 0;
-  unlock(&pool->lock); /* pool is not read again: a graph may free it from here on */
+  /* With events still out, a graph may free the pool from here on: the ring leaves it. */
+  if (!unused) pool->ring = NULL;
+  unlock(&pool->lock);
   for (size_t i = 0; i < count && alive; i++) {
     int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
     if (code != 0 && *status == DL_SYNC_OK)
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
-  free(ring);
+  if (!unused) free(ring);
   return unused;
 }
 
