@@ -24,10 +24,9 @@ int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *eve
                    : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT, code, stream->stream.device);
 }
 
-int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream, void *event,
-                           void *object, void (*release)(void *object)) {
+int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream, void *object,
+                          void (*release)(void *object)) {
   const dl_sync_backend *b = guard->backend;
-  DLDevice device = stream->stream.device;
   /* The graph is the stream's: found in its context, where a default handle names it. */
   int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) {
@@ -36,8 +35,17 @@ int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream, 
   }
   dl_sync__pin_code(); /* the graph calls release, maybe after a dlclose of this copy */
   int code = b->graph_retain(b->ctx, stream->stream.handle, object, release);
-  if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, device);
-  code = b->stream_wait_external(b->ctx, stream->stream.handle, event);
+  return code == 0 ? DL_SYNC_OK
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, stream->stream.device);
+}
+
+int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream, void *event,
+                           void *object, void (*release)(void *object)) {
+  const dl_sync_backend *b = guard->backend;
+  DLDevice device = stream->stream.device;
+  int status = dl_sync__graph_retain(guard, stream, object, release);
+  if (status != DL_SYNC_OK) return status;
+  int code = b->stream_wait_external(b->ctx, stream->stream.handle, event);
   return code == 0 ? DL_SYNC_OK
                    : dl_sync__runtime_error(b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL, code, device);
 }

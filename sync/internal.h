@@ -3,6 +3,8 @@
 #ifndef DL_SYNC_INTERNAL_H_
 #define DL_SYNC_INTERNAL_H_
 
+#include <stdatomic.h>
+
 #include "dlsync/dlsync.h"
 
 #ifdef dl_sync_stream_view
@@ -202,6 +204,10 @@ typedef struct dl_sync__dep {
    is a default stream, a failure turned into a status. */
 int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream);
 int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event);
+/* Hands object to the graph capturing on stream: release(object) runs once, when the graph
+   is gone (now or later when this fails). */
+DL_SYNC__COLD int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream,
+                                        void *object, void (*release)(void *object));
 /* An external event-wait node in stream's capture; the graph owns object, which
    release(object) gives back when it is destroyed (run now when this fails early). */
 DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream,
@@ -235,6 +241,30 @@ int dl_sync__deleter_verdict(uintptr_t deleter);
 /* tensor_recognize.c: the ABI major of a dlsync deleter of any copy in the process
    (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
 int dl_sync__deleter_major(uintptr_t deleter, int legacy);
+
+/* release.c: deferred releases, found by later dlsync calls: the count pending (a relaxed
+   read is enough to skip the poll), a bounded poll, and shutdown's wait for them all. */
+extern atomic_int dl_sync__releases_pending;
+void dl_sync__release_poll_some(int most);
+static inline void dl_sync__release_poll_later(void) {
+  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0)
+    dl_sync__release_poll_some(4);
+}
+/* Waits for every pending release whose graph is gone, and runs their deleters. */
+void dl_sync__release_drain(void);
+
+/* tensor.c: what releasing a tensor (either kind, legacy says which) needs of it: its
+   device, and the producer's reuse stream when its owner record names one. */
+typedef struct dl_sync__release_target {
+  void *tensor;
+  int legacy;
+  DLDevice device;
+  int has_reuse;
+  dl_sync_stream reuse;
+} dl_sync__release_target;
+int dl_sync__tensor_release_target(void *tensor, int legacy, dl_sync__release_target *out);
+/* Runs the tensor's deleter (when not NULL). */
+void dl_sync__tensor_delete(void *tensor, int legacy);
 
 /* tensor.c: the per-tensor event, the one path by which the rest of dlsync reaches it
    (the public waits and the dependency groups). */

@@ -215,6 +215,15 @@ static uint64_t record_context(const dl_sync_tensor_event_owner *record) {
   return record->size >= DL_SYNC__RECORD_1_0 + sizeof record->context_id ? record->context_id : 0;
 }
 
+/* A record names the producer's reuse stream from minor 2 on. */
+static int record_reuse(const dl_sync_tensor_event_owner *record, dl_sync_stream *reuse) {
+  if (record->size < offsetof(dl_sync_tensor_event_owner, reuse_device) + sizeof(DLDevice) ||
+      record->reuse_device.device_type == 0)
+    return 0;
+  *reuse = (dl_sync_stream){record->reuse_device, record->reuse_stream};
+  return 1;
+}
+
 /* cuEventRecord: "hEvent and hStream must be from the same context". */
 static int same_context(const tensor_view *v, const dl_sync_tensor_event_owner *record,
                         dl_sync__guard *guard, dl_sync__bound *producer) {
@@ -253,12 +262,44 @@ static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *re
                         producer->stream.handle);
 }
 
+/* The producer's reuse stream goes into a record this copy owns; another copy's record is
+   read-only here. */
+static int name_reuse(const tensor_view *v, dl_sync_tensor_event_owner *record,
+                      const dl_sync_stream *reuse) {
+  if (reuse == NULL) return DL_SYNC_OK;
+  if (record->retain != owner_retain)
+    return dl_sync__error(DL_SYNC_EINVAL,
+                          "tensor %p carries an event recorded by another copy of dlsync, whose "
+                          "record this copy does not write: name the reuse stream with the copy "
+                          "that recorded the event",
+                          v->tensor);
+  record->reuse_stream = reuse->handle;
+  record->reuse_device = reuse->device;
+  return DL_SYNC_OK;
+}
+
+/* The reuse stream of the tensor's own device and family. */
+static int check_reuse(const tensor_view *v, const dl_sync_stream *reuse) {
+  if (reuse == NULL) return DL_SYNC_OK;
+  int status = check_tensor_stream(v, "reuse stream", *reuse);
+  if (status != DL_SYNC_OK || reuse->device.device_id == v->device.device_id) return status;
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "the reuse stream is on %s:%d and tensor %p on %s:%d: expected a stream "
+                        "of the tensor's device, where its memory is handed out again",
+                        dl_sync__device_type_name(reuse->device.device_type),
+                        (int)reuse->device.device_id, v->tensor,
+                        dl_sync__device_type_name(v->device.device_type), (int)v->device.device_id);
+}
+
 /* Records on producer (re-recording the event of any copy in place); *installed receives
-   a new owner for the caller to install. */
-static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **installed) {
+   a new owner for the caller to install; reuse (or NULL) names the producer's reuse
+   stream. */
+static int record(const tensor_view *v, dl_sync_stream producer, const dl_sync_stream *reuse,
+                  tensor_owner **installed) {
   *installed = NULL;
   dl_sync_tensor_event_owner *record = NULL;
   int status = check_tensor_stream(v, "producer stream", producer);
+  if (status == DL_SYNC_OK) status = check_reuse(v, reuse);
   if (status == DL_SYNC_OK) status = record_of(v, &record);
   const dl_sync_backend *b = NULL;
   if (status == DL_SYNC_OK) status = dl_sync__backend_for(producer.device, &b);
@@ -274,6 +315,7 @@ static int record(const tensor_view *v, dl_sync_stream producer, tensor_owner **
     if (fresh != NULL) record = &fresh->record;
   }
   if (status == DL_SYNC_OK) status = dl_sync__record(&guard, record->event, &bound);
+  if (status == DL_SYNC_OK) status = name_reuse(v, record, reuse);
   if (fresh != NULL && status != DL_SYNC_OK)
     owner_release(fresh);
   else
@@ -381,11 +423,12 @@ static int has_event(const void *tensor, int legacy) {
 }
 
 /* Records; a new owner record takes the tensor's manager_ctx and deleter. */
-static int record_tensor(void *tensor, int legacy, dl_sync_stream producer) {
+static int record_tensor(void *tensor, int legacy, dl_sync_stream producer,
+                         const dl_sync_stream *reuse) {
   if (tensor == NULL) return null_tensor();
   tensor_view v = view_of(tensor, legacy);
   tensor_owner *installed = NULL;
-  int status = record(&v, producer, &installed);
+  int status = record(&v, producer, reuse, &installed);
   if (installed == NULL) return status;
   DLManagedTensorVersioned *versioned = tensor;
   DLManagedTensor *old = tensor;
@@ -403,11 +446,43 @@ static int record_tensor(void *tensor, int legacy, dl_sync_stream producer) {
 }
 
 int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer) {
-  return dl_sync__named("dl_sync_tensor_record", record_tensor(tensor, 0, producer));
+  return dl_sync__named("dl_sync_tensor_record", record_tensor(tensor, 0, producer, NULL));
 }
 
 int dl_sync_legacy_tensor_record(DLManagedTensor *tensor, dl_sync_stream producer) {
-  return dl_sync__named("dl_sync_legacy_tensor_record", record_tensor(tensor, 1, producer));
+  return dl_sync__named("dl_sync_legacy_tensor_record", record_tensor(tensor, 1, producer, NULL));
+}
+
+int dl_sync_tensor_record_reuse(DLManagedTensorVersioned *tensor, dl_sync_stream producer,
+                                dl_sync_stream reuse) {
+  return dl_sync__named("dl_sync_tensor_record_reuse", record_tensor(tensor, 0, producer, &reuse));
+}
+
+int dl_sync_legacy_tensor_record_reuse(DLManagedTensor *tensor, dl_sync_stream producer,
+                                       dl_sync_stream reuse) {
+  return dl_sync__named("dl_sync_legacy_tensor_record_reuse",
+                        record_tensor(tensor, 1, producer, &reuse));
+}
+
+int dl_sync__tensor_release_target(void *tensor, int legacy, dl_sync__release_target *out) {
+  *out = (dl_sync__release_target){.tensor = tensor, .legacy = legacy};
+  if (tensor == NULL) return null_tensor();
+  tensor_view v = view_of(tensor, legacy);
+  out->device = v.device;
+  dl_sync_tensor_event_owner *record = NULL;
+  int status = record_of(&v, &record);
+  if (status == DL_SYNC_OK && record != NULL) out->has_reuse = record_reuse(record, &out->reuse);
+  return status;
+}
+
+void dl_sync__tensor_delete(void *tensor, int legacy) {
+  if (legacy) {
+    DLManagedTensor *t = tensor;
+    if (t->deleter != NULL) t->deleter(t);
+  } else {
+    DLManagedTensorVersioned *t = tensor;
+    if (t->deleter != NULL) t->deleter(t);
+  }
 }
 
 int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor, dl_sync_stream consumer) {

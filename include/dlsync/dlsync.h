@@ -13,6 +13,7 @@
 #include "dlsync/dep.h"
 #include "dlsync/tensor.h"
 #include "dlsync/tensor_event.h"
+#include "dlsync/release.h"
 #include "dlsync/exchange.h"
 #include "dlsync/group.h"
 #include "dlsync/backend.h"

@@ -45,7 +45,7 @@ extern "C" {
 #define DL_SYNC_TENSOR_EVENT_MAGIC UINT64_C(0x646c73796e636576)
 /** A copy waits only on records of its own major; minors only add fields at the end. */
 #define DL_SYNC_TENSOR_EVENT_ABI_MAJOR 1
-#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 1
+#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 2
 
 /** Runtime families: which runtime's events the native handle is. Derived from the
     device type: CUDA for kDLCUDA, kDLCUDAHost, kDLCUDAManaged; ROCm for kDLROCM and
@@ -88,6 +88,13 @@ typedef struct dl_sync_tensor_event_owner {
   /** The identity of the context the event belongs to (a backend with contexts: the CUDA
       driver's cuCtxGetId), else 0. An event records only in its own context. */
   uint64_t context_id;
+  /* Minor 2 (present when size covers it). */
+  /** The producer's reuse stream: the stream its allocator hands the tensor's memory out
+      again on once the deleter ran (a stream-ordered pool's free stream). A consumer that
+      releases the tensor (dl_sync_tensor_release) makes it wait for the consumer's work
+      first. Its device type is 0 when the producer named none. */
+  void *reuse_stream;
+  DLDevice reuse_device;
 } dl_sync_tensor_event_owner;
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
@@ -110,7 +117,9 @@ DL_SYNC__PIN(event_ctx, 72);
 DL_SYNC__PIN(retain, 80);
 DL_SYNC__PIN(release, 88);
 DL_SYNC__PIN(context_id, 96);
-_Static_assert(sizeof(dl_sync_tensor_event_owner) == 104, "owner record: 104 bytes in ABI 1.1");
+DL_SYNC__PIN(reuse_stream, 104);
+DL_SYNC__PIN(reuse_device, 112);
+_Static_assert(sizeof(dl_sync_tensor_event_owner) == 120, "owner record: 120 bytes in ABI 1.2");
 #undef DL_SYNC__PIN
 #endif
 
