@@ -116,7 +116,7 @@ static int poll(int most, int wait) {
     int n = 0, cap = most < 0 || most > 16 ? 16 : most;
     list_lock();
     for (pending *at = list_head; at != NULL && n < cap; at = at->next)
-      if (!at->taken && (at->event != NULL || atomic_load(&at->graph_gone))) {
+      if (!at->taken) {
         at->taken = 1;
         look[n++] = at;
       }
