@@ -62,6 +62,30 @@ static void prepare_tensors(void) {
       DL_SYNC_RUNTIME_FAMILY_ROCM;
 }
 
+/* A tensor released twice: the first release waits for a held stream's work. */
+static void release_gate(void *arg) {
+  volatile int *open = arg;
+  while (!*open) continue;
+}
+
+static int released_twice(void) {
+  static DLManagedTensorVersioned tensor;
+  static volatile int open;
+  tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = foreign_deleter};
+  tensor.dl_tensor.device = cuda0;
+  open = 0;
+  dl_sync_sim_stream *s;
+  dl_sync_sim_stream_create(&s, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  dl_sync_sim_launch(s, "gate", release_gate, (void *)&open, NULL, 0);
+  dl_sync_tensor_release(&tensor, view(cuda0, s));
+  int status = dl_sync_tensor_release(&tensor, view(cuda0, s));
+  open = 1; /* what follows succeeds, so the message stays the second release's */
+  dl_sync_sim_stream_synchronize(s);
+  dl_sync_release_poll();
+  dl_sync_sim_stream_destroy(s);
+  return status;
+}
+
 static int capturing_producer(void) {
   dl_sync_sim_stream *s;
   dl_sync_sim_stream_create(&s, DL_SYNC_SIM_STREAM_NON_BLOCKING);
@@ -172,6 +196,11 @@ typedef struct row {
   X("dl_sync_tensor_wait", "tensor is NULL", dl_sync_tensor_wait(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
   X("dl_sync_tensor_wait", "corrupt tensor", dl_sync_tensor_wait(&corrupt_tensor, view(cuda0, NULL)), DL_SYNC_EINVAL, "the tensor is corrupt") \
   X("dl_sync_tensor_wait", "another producer's tensor", dl_sync_tensor_wait(&foreign_tensor, view(cuda0, NULL)), DL_SYNC_OK, NULL) \
+  X("dl_sync_tensor_release", "tensor is NULL", dl_sync_tensor_release(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "tensor must not be NULL") \
+  X("dl_sync_tensor_release", "consumer stream of another device", dl_sync_tensor_release(&foreign_tensor, view((DLDevice){kDLCUDA, 1}, NULL)), DL_SYNC_EINVAL, "release it after the work of a stream of its own device") \
+  X("dl_sync_tensor_release", "CPU consumer with a stream", dl_sync_tensor_release(&cpu_tensor, view(cpu0, &garbage)), DL_SYNC_EINVAL, "which has no streams: pass NULL") \
+  X("dl_sync_tensor_release", "tensor already released", released_twice(), DL_SYNC_EINVAL, "is already released") \
+  X("dl_sync_tensor_record_reuse", "reuse stream of another device", dl_sync_tensor_record_reuse(&foreign_tensor, view(cuda0, NULL), view((DLDevice){kDLCUDA, 1}, NULL)), DL_SYNC_EINVAL, "the reuse stream is on cuda:1 and tensor") \
   X("dl_sync_tensor_wait", "event of a later owner-record ABI", dl_sync_tensor_wait(&future_abi_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "expected tensor-event ABI major 1") \
   X("dl_sync_tensor_wait", "ROCm event, CUDA consumer stream", dl_sync_tensor_wait(&rocm_event_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "the consumer stream on cuda:0 cannot wait on it") \
   X("dl_sync_tensor_synchronize", "tensor is NULL", dl_sync_tensor_synchronize(NULL), DL_SYNC_EINVAL, "tensor must not be NULL") \

@@ -446,6 +446,73 @@ static void test_steady_state_export_makes_six_driver_calls(void **state) {
                counter(calls[i]) - before[i], EXPORTS, per_export[i] * EXPORTS);
 }
 
+/* Release ordering over the driver, call by call. A participating producer's release is
+   an export's work: the two capture queries, the consumer's context and its identity,
+   one record, one wait, no event made once warm. A foreign producer's is one record now
+   and a query per later poll until complete, made in the relaxed capture mode; a
+   capturing consumer's is a user object, and no event recorded in its capture is ever
+   queried. */
+static void release_deleter(DLManagedTensorVersioned *t) {
+  (*(int *)t->manager_ctx)++;
+}
+
+static void test_release_calls(void **state) {
+  (void)state;
+  set_caller(P0);
+  static const char *const calls[] = {"capture_queries", "stream_get_ctx", "ctx_get_id",
+                                      "event_record",    "stream_wait",    "event_create",
+                                      "event_query"};
+  enum { CALLS = sizeof calls / sizeof *calls };
+  long before[CALLS];
+  DLDevice d0 = {kDLCUDA, 0};
+  dl_sync_stream producer = dl_sync_stream_view(d0, explicit_streams[P0]);
+  dl_sync_stream consumer = dl_sync_stream_view(d0, explicit_streams[X0]);
+  int deleted = 0;
+  for (int round = 0; round < 2; round++) { /* the second warm */
+    DLManagedTensorVersioned tensor = {.version = {1, 3}, .manager_ctx = &deleted,
+                                       .deleter = release_deleter};
+    tensor.dl_tensor.device = d0;
+    DL_OK(dl_sync_tensor_record_reuse(&tensor, producer, producer));
+    for (int i = 0; i < CALLS; i++) before[i] = counter(calls[i]);
+    assert_int_equal(dl_sync_tensor_release(&tensor, consumer), DL_SYNC_RELEASED_ORDERED);
+  }
+  static const long ordered[] = {2, 1, 1, 1, 1, 0, 0};
+  for (int i = 0; i < CALLS; i++)
+    if (counter(calls[i]) - before[i] != ordered[i])
+      fail_msg("participating release: %ld %s, expected %ld", counter(calls[i]) - before[i],
+               calls[i], ordered[i]);
+  assert_int_equal(deleted, 2);
+
+  DLManagedTensorVersioned foreign = {.version = {1, 3}, .manager_ctx = &deleted,
+                                      .deleter = release_deleter};
+  foreign.dl_tensor.device = d0;
+  long records = counter("event_record"), queries = counter("event_query");
+  assert_int_equal(dl_sync_tensor_release(&foreign, consumer), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("event_record") - records, 1);
+  assert_int_equal(counter("event_query") - queries, 0);
+  assert_int_equal(dl_sync_release_poll(), 1); /* the fake's work is done when enqueued */
+  assert_int_equal(counter("event_query") - queries, 1);
+  assert_int_equal(deleted, 3);
+
+  DLManagedTensorVersioned kept = {.version = {1, 3}, .manager_ctx = &deleted,
+                                   .deleter = release_deleter};
+  kept.dl_tensor.device = d0;
+  long objects = counter("user_objects_live"), prohibited = counter("prohibited_calls");
+  CU_OK(begin_fn, "cuStreamBeginCapture_v2", consumer.handle, CU_CAPTURE_GLOBAL);
+  records = counter("event_record");
+  assert_int_equal(dl_sync_tensor_release(&kept, consumer), DL_SYNC_RELEASE_GRAPH);
+  assert_int_equal(counter("event_record") - records, 0);
+  assert_int_equal(counter("user_objects_live") - objects, 1);
+  assert_int_equal(dl_sync_release_poll(), 0);
+  void *graph = NULL;
+  CU_OK(end_fn, "cuStreamEndCapture", consumer.handle, &graph);
+  CU_OK(handle_fn, "cuGraphDestroy", graph);
+  drain();
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 4);
+  assert_int_equal(counter("prohibited_calls") - prohibited, 0);
+}
+
 /* ---- the reproducers --------------------------------------------------------------- */
 
 /* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
@@ -751,6 +818,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
       cmocka_unit_test_teardown(test_steady_state_export_makes_six_driver_calls, teardown_each),
+      cmocka_unit_test_teardown(test_release_calls, teardown_each),
       cmocka_unit_test_teardown(test_a_reset_primary_context_gets_new_events, teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
