@@ -12,7 +12,14 @@ struct fa_tensor {
   int32_t *data;
   int64_t shape[1];
   atomic_int refs;
+  int pooled; /* its block comes from, and goes back to, A's stream-ordered pool */
 };
+
+/* A's stream-ordered pool, as a caching allocator's: a pooled tensor's block, once its last
+   reference goes, is freed on A.work and is the next pooled allocation's at once, with no
+   synchronization: work A enqueues on A.work after the free may write it. */
+static int32_t *free_block;
+static size_t free_block_count;
 
 static const DLDevice device = {kDLCUDA, 0};
 static dl_sync_sim_stream *work_stream; /* A's current work stream */
@@ -25,7 +32,11 @@ int fa_init(int sync) {
   return error;
 }
 
-void fa_shutdown(void) { dl_sync_sim_stream_destroy(work_stream); }
+void fa_shutdown(void) {
+  dl_sync_sim_stream_destroy(work_stream);
+  free(free_block);
+  free_block = NULL;
+}
 
 fa_tensor *fa_tensor_new(size_t count) {
   fa_tensor *t = calloc(1, sizeof *t);
@@ -40,28 +51,55 @@ fa_tensor *fa_tensor_new(size_t count) {
   return t;
 }
 
+fa_tensor *fa_pooled_tensor_new(size_t count) {
+  if (free_block == NULL || free_block_count != count) {
+    fa_tensor *t = fa_tensor_new(count);
+    if (t != NULL) t->pooled = 1;
+    return t;
+  }
+  fa_tensor *t = calloc(1, sizeof *t);
+  if (t == NULL) return NULL;
+  t->data = free_block;
+  free_block = NULL;
+  t->shape[0] = (int64_t)count;
+  t->pooled = 1;
+  atomic_init(&t->refs, 1);
+  printf("  A  allocates from its pool on A.work: block %p again\n", (void *)t->data);
+  return t;
+}
+
 void fa_tensor_release(fa_tensor *t) {
   if (atomic_fetch_sub(&t->refs, 1) != 1) return;
-  free(t->data);
+  if (t->pooled) {
+    free(free_block);
+    free_block = t->data;
+    free_block_count = (size_t)t->shape[0];
+    printf("  A  frees block %p on A.work: its pool hands it out again at once\n",
+           (void *)t->data);
+  } else {
+    free(t->data);
+  }
   free(t);
 }
 
+/* The block and its size, not the tensor: A may drop the tensor before the kernel runs. */
 typedef struct fill_job {
-  fa_tensor *tensor;
+  int32_t *data;
+  int64_t count;
   int32_t value;
 } fill_job;
 
 static void fill_kernel(void *arg) {
   fill_job *job = arg;
-  for (int64_t i = 0; i < job->tensor->shape[0]; i++)
-    __atomic_store_n(&job->tensor->data[i], job->value + (int32_t)i, __ATOMIC_RELAXED);
+  for (int64_t i = 0; i < job->count; i++)
+    __atomic_store_n(&job->data[i], job->value + (int32_t)i, __ATOMIC_RELAXED);
   free(job);
 }
 
 int fa_fill(fa_tensor *t, int32_t value) {
   fill_job *job = malloc(sizeof *job);
   if (job == NULL) return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-  *job = (fill_job){t, value};
+  *job = (fill_job){t->data, t->shape[0], value};
   dl_sync_sim_access write = {t->data, DL_SYNC_SIM_WRITE};
   printf("  A  writes tensor %p (%d, %d, ...) on A.work\n", (void *)t->data, value, value + 1);
   return dl_sync_sim_launch(work_stream, "A.fill", fill_kernel, job, &write, 1);
@@ -114,6 +152,14 @@ int fa_dlpack(fa_tensor *t, dl_sync_stream_arg stream, DLManagedTensorVersioned 
   }
   *out = wrap(t);
   return *out != NULL ? DL_SYNC_OK : DL_SYNC_ENOMEM;
+}
+
+int fa_dlpack_reusable(fa_tensor *t, dl_sync_stream_arg stream, DLManagedTensorVersioned **out) {
+  int status = fa_dlpack(t, stream, out);
+  if (status != DL_SYNC_OK || !sync_enabled) return status;
+  printf("  A  names A.work, where its pool reuses the block, as the tensor's reuse stream\n");
+  dl_sync_stream work = dl_sync_stream_view(device, work_stream);
+  return dl_sync_tensor_record_reuse(*out, work, work);
 }
 
 int fa_dlpack_with_event(fa_tensor *t, DLManagedTensorVersioned **out) {

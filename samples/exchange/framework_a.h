@@ -16,6 +16,9 @@ typedef struct fa_tensor fa_tensor;
 int fa_init(int sync);
 void fa_shutdown(void);
 fa_tensor *fa_tensor_new(size_t count);
+/* A tensor whose block comes from A's stream-ordered pool: freed on A.work when its last
+   reference goes, and the next pooled tensor's block at once. */
+fa_tensor *fa_pooled_tensor_new(size_t count);
 void fa_tensor_release(fa_tensor *tensor);
 /* Enqueues a kernel on A's current stream that writes value + i into element i. */
 int fa_fill(fa_tensor *tensor, int32_t value);
@@ -25,6 +28,8 @@ const DLPackExchangeAPI *fa_exchange_api(void);
 /* __dlpack__(stream=arg): makes the data safe on the consumer's stream, returns an owning
    tensor. */
 int fa_dlpack(fa_tensor *tensor, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
+/* fa_dlpack, naming A.work (where A's pool reuses the block) as the tensor's reuse stream. */
+int fa_dlpack_reusable(fa_tensor *tensor, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
 /* The N1 path: an owning tensor that carries an event recorded on A's stream. */
 int fa_dlpack_with_event(fa_tensor *tensor, DLManagedTensorVersioned **out);
 

@@ -82,6 +82,28 @@ int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t exp
   return status == 0 ? DL_SYNC_OK : DL_SYNC_EBACKEND;
 }
 
+int fb_check_then_release(fb_dlpack_fn dlpack, void *object, int32_t expected) {
+  dl_sync_stream b_main = dl_sync_stream_view(device, main_stream);
+  dl_sync_stream_arg arg;
+  int status = dl_sync_stream_to_arg(b_main, &arg);
+  if (status != DL_SYNC_OK) return status;
+  printf("  B  calls A's __dlpack__(stream=%#llx) for B.main\n", (unsigned long long)arg.value);
+  DLManagedTensorVersioned *m = NULL;
+  status = dlpack(object, arg, &m);
+  if (status != DL_SYNC_OK) return status;
+  if (launch_check(main_stream, &m->dl_tensor, expected, &seen_wrong_on_main) != 0)
+    return DL_SYNC_EBACKEND;
+  if (!sync_enabled) {
+    printf("  B  is done with the tensor and calls its deleter, its kernel still pending\n");
+    m->deleter(m);
+    return DL_SYNC_OK;
+  }
+  printf("  B  is done with the tensor and releases it after its work on B.main "
+         "(dl_sync_tensor_release)\n");
+  status = dl_sync_tensor_release(m, b_main);
+  return status < 0 ? status : DL_SYNC_OK;
+}
+
 typedef struct check3_job {
   const int32_t *data[3];
   int64_t count[3];

@@ -17,6 +17,10 @@ void fb_shutdown(void);
 int fb_check_on_producer_stream(const DLPackExchangeAPI *api, void *object, int32_t expected);
 /* Stream argument: asks the producer to make the data ready on B's own stream. */
 int fb_check_with_stream_argument(fb_dlpack_fn dlpack, void *object, int32_t expected);
+/* Release: checks the tensor on B.main and is done with it at once (a garbage-collected
+   import): releases it after that work (dl_sync_tensor_release), or with --no-sync calls
+   its deleter directly. */
+int fb_check_then_release(fb_dlpack_fn dlpack, void *object, int32_t expected);
 /* Group: one kernel on B.main reads three tensors of the producer whose table is api;
    one dependency group orders the producer's stream before B.main once for all three. */
 int fb_check_three_with_group(const DLPackExchangeAPI *api, void *objects[3],

@@ -21,7 +21,7 @@
 #include "framework_b.h"
 #include "tracing_backend.h"
 
-enum { TENSOR_ELEMENTS = 4096, MAX_ROUNDS = 16, TENSORS_PER_ROUND = 6 };
+enum { TENSOR_ELEMENTS = 4096, MAX_ROUNDS = 16, TENSORS_PER_ROUND = 7 };
 
 typedef struct options {
   int sync;
@@ -82,6 +82,11 @@ static int parse(int argc, char **argv, options *o) {
 
 static int dlpack_of_a(void *object, dl_sync_stream_arg stream, DLManagedTensorVersioned **out) {
   return fa_dlpack(object, stream, out);
+}
+
+static int reusable_dlpack_of_a(void *object, dl_sync_stream_arg stream,
+                                DLManagedTensorVersioned **out) {
+  return fa_dlpack_reusable(object, stream, out);
 }
 
 static long runtime_calls(void) {
@@ -157,6 +162,15 @@ int main(int argc, char **argv) {
       failed |= fa_fill(three[i], values[i]);
     }
     failed |= failed || step("group", fb_check_three_with_group(fa_exchange_api(), three, values), &calls);
+
+    printf("round %ld, release: B is done with a tensor while its kernel still reads it, and "
+           "A's pool reuses the block at once\n", round + 1);
+    fa_tensor *r = fa_pooled_tensor_new(TENSOR_ELEMENTS);
+    failed |= fa_fill(r, base + 2501) ||
+              step("release", fb_check_then_release(reusable_dlpack_of_a, r, base + 2501), &calls);
+    fa_tensor_release(r); /* A's own reference: the block goes back to A's pool */
+    t = tensors[count++] = fa_pooled_tensor_new(TENSOR_ELEMENTS);
+    failed |= fa_fill(t, base + 2601);
 
     printf("round %ld, N1: the tensor carries an event, B waits on it later on another thread\n", round + 1);
     t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
