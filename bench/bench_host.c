@@ -8,6 +8,8 @@
  *     pointer;
  *   - f(a, b, c) from one producer stream: a dependency group against one export per
  *     tensor, in runtime calls and ns;
+ *   - the consumer's release of a tensor (participating and deferred) next to the bare
+ *     deleter call and an export;
  *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
  *   - exchanges per second end to end on the simulated device.
  */
@@ -215,6 +217,79 @@ static void bench_group(void) {
   report("f(a,b,c) per tensor / group, ns", per_tensor_ns / grouped_ns, "ratio");
 }
 
+/* The consumer's release of a tensor, next to the bare deleter call: a participating
+   producer's (its reuse stream named: one record and one wait) against one export, and a
+   deferred one (one record, then a query per poll until it completed: the null backend's
+   events complete at once, so one poll finds each). */
+static int released;
+static void count_release(DLManagedTensorVersioned *t) { (void)t; released++; }
+
+static void bench_release(void) {
+  enum { RELEASES = 200000 };
+  int a, b;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync_stream producer = dl_sync_stream_view(device, &a), consumer = dl_sync_stream_view(device, &b);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = count_release};
+  tensor.dl_tensor.device = device;
+  double start = now_ns();
+  for (int i = 0; i < RELEASES; i++) tensor.deleter(&tensor);
+  double bare_ns = (now_ns() - start) / RELEASES;
+
+  dl_sync_tensor_record_reuse(&tensor, producer, producer); /* warm the pools */
+  dl_sync_tensor_release(&tensor, consumer);
+  /* Tensors recorded in batches (not timed), each batch released in one timed loop. */
+  enum { BATCH = 1000 };
+  static DLManagedTensorVersioned batch[BATCH];
+  double ordered_ns = 0, deferred_ns = 0, ordered_calls = 0, deferred_calls = 0;
+  double event_deleter_ns = 0; /* the deleter of a tensor that carries an event, called directly */
+  for (int round = 0; round < RELEASES / BATCH; round++) {
+    for (int i = 0; i < BATCH; i++) {
+      batch[i] = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = count_release};
+      batch[i].dl_tensor.device = device;
+      dl_sync_tensor_record_reuse(&batch[i], producer, producer);
+    }
+    double t0 = now_ns();
+    for (int i = 0; i < BATCH; i++) batch[i].deleter(&batch[i]);
+    event_deleter_ns += now_ns() - t0;
+  }
+  event_deleter_ns /= RELEASES;
+  for (int kind = 0; kind < 2; kind++) {
+    double spent = 0;
+    long calls = 0;
+    for (int round = 0; round < RELEASES / BATCH; round++) {
+      for (int i = 0; i < BATCH; i++) {
+        batch[i] = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = count_release};
+        batch[i].dl_tensor.device = device;
+        if (kind == 0) dl_sync_tensor_record_reuse(&batch[i], producer, producer);
+      }
+      long before = calls_total();
+      double t0 = now_ns();
+      for (int i = 0; i < BATCH; i++) {
+        dl_sync_tensor_release(&batch[i], consumer);
+        if (kind == 1) dl_sync_release_poll();
+      }
+      spent += now_ns() - t0;
+      calls += calls_total() - before;
+    }
+    *(kind == 0 ? &ordered_ns : &deferred_ns) = spent / RELEASES;
+    *(kind == 0 ? &ordered_calls : &deferred_calls) = (double)calls / RELEASES;
+  }
+  int c;
+  dl_sync_stream_arg consumer_arg = dl_sync_stream_arg_int((intptr_t)&c);
+  start = now_ns();
+  for (int i = 0; i < RELEASES; i++) dl_sync_export(producer, consumer_arg);
+  double export_ns = (now_ns() - start) / RELEASES;
+  report("release: the bare deleter call", bare_ns, "ns/op");
+  report("release: the deleter call of a tensor with an event", event_deleter_ns, "ns/op");
+  report("release, participating producer", ordered_ns, "ns/op");
+  report("release, participating producer: runtime calls", ordered_calls, "calls");
+  report("release, deferred, with the poll that runs it", deferred_ns, "ns/op");
+  report("release, deferred: runtime calls", deferred_calls, "calls");
+  report("export cross-stream, same run", export_ns, "ns/op");
+  report("release participating, beyond its deleter call / export cross-stream",
+         (ordered_ns - event_deleter_ns) / export_ns, "ratio");
+}
+
 /* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
    PyTorch and CuPy do today), and host synchronization. */
 static void bench_strategies(void) {
@@ -304,6 +379,7 @@ int main(void) {
   bench_export();
   bench_export_threads(baseline);
   bench_group();
+  bench_release();
   bench_strategies();
   dl_sync_shutdown();
   bench_sim();

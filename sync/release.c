@@ -81,6 +81,7 @@ static int enqueue(pending *entry) {
 }
 
 static int is_pending(const void *tensor) {
+  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) == 0) return 0;
   list_lock();
   pending *at = list_head;
   while (at != NULL && at->tensor != tensor) at = at->next;
@@ -170,29 +171,34 @@ static void graph_gone(void *object) {
   atomic_store_explicit(&entry->graph_gone, 1, memory_order_release);
 }
 
-static pending *new_entry(void *tensor, int legacy) {
+/* Only a release that waits is allocated: an ordered one costs no allocation. */
+static pending *new_entry(const dl_sync__release_target *t) {
   pending *entry = calloc(1, sizeof *entry);
   if (entry != NULL) {
-    entry->tensor = tensor;
-    entry->legacy = legacy;
+    entry->tensor = t->tensor;
+    entry->legacy = t->legacy;
   }
   return entry;
+}
+
+DL_SYNC__COLD static int no_memory(void) {
+  return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
 /* The consumer captures: the graph keeps the tensor until it (and every launch of it) is
    gone. The entry is queued whatever the retain answers: on failure its user object is
    given back too, now or later, and then the deleter runs. */
 DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bound *consumer,
-                                       pending *entry) {
+                                       const dl_sync__release_target *t) {
   const dl_sync_backend *b = guard->backend;
-  if (b->graph_retain == NULL) {
-    free(entry);
+  if (b->graph_retain == NULL)
     return dl_sync__error(DL_SYNC_ENOTSUP,
                           "the consumer's stream %p is capturing a graph and the %s runtime has "
                           "no graph user objects to keep the tensor alive with: release it "
                           "after the capture, once the graph is destroyed",
                           consumer->stream.handle, b->name);
-  }
+  pending *entry = new_entry(t);
+  if (entry == NULL) return no_memory();
   int status = enqueue(entry);
   if (status != DL_SYNC_OK) {
     free(entry);
@@ -204,7 +210,10 @@ DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bou
 
 /* The producer does not order its reuse: the deleter waits for an event of the
    consumer's work. */
-static int defer(dl_sync__guard *guard, dl_sync__bound *consumer, pending *entry) {
+static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
+                 const dl_sync__release_target *t) {
+  pending *entry = new_entry(t);
+  if (entry == NULL) return no_memory();
   dl_sync__pool *pool = NULL;
   int status = dl_sync__pool_for_stream(guard, consumer, &pool);
   if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(pool, guard, &entry->event);
@@ -222,16 +231,16 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer, pending *entry
 
 /* The producer named its reuse stream: it waits for the consumer's work (one record,
    one wait, a pooled event), unless it is capturing (then the release is deferred). */
-static int order_reuse(dl_sync__guard *guard, dl_sync__bound *consumer, dl_sync_stream reuse,
-                       pending *entry) {
+static int order_reuse(dl_sync__guard *guard, dl_sync__bound *consumer,
+                       const dl_sync__release_target *t) {
   dl_sync__bound bound;
-  int status = dl_sync__bind(guard, dl_sync_stream_view(reuse.device, reuse.handle), &bound);
+  int status = dl_sync__bind(guard, dl_sync_stream_view(t->reuse.device, t->reuse.handle), &bound);
   if (status != DL_SYNC_OK || dl_sync__same_stream(bound.stream, consumer->stream))
     return status == DL_SYNC_OK ? DL_SYNC_RELEASED_ORDERED : status;
   dl_sync_capture_info info;
   status = dl_sync__capture_query(guard, &bound, &info);
   if (status != DL_SYNC_OK) return status;
-  if (info.status == DL_SYNC_CAPTURE_ACTIVE) return defer(guard, consumer, entry);
+  if (info.status == DL_SYNC_CAPTURE_ACTIVE) return defer(guard, consumer, t);
   dl_sync__borrowed event;
   status = dl_sync__identify(guard, consumer);
   if (status == DL_SYNC_OK)
@@ -253,20 +262,10 @@ static int release_after(const dl_sync__release_target *t, dl_sync_stream consum
   int status = dl_sync__bind(&guard, dl_sync_stream_view(consumer.device, consumer.handle), &bound);
   dl_sync_capture_info info;
   if (status == DL_SYNC_OK) status = dl_sync__capture_query(&guard, &bound, &info);
-  pending *entry = NULL;
-  if (status == DL_SYNC_OK) {
-    entry = new_entry(t->tensor, t->legacy);
-    if (entry == NULL) status = dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
-  }
-  if (status == DL_SYNC_OK) {
-    if (info.status == DL_SYNC_CAPTURE_ACTIVE)
-      status = keep_in_graph(&guard, &bound, entry);
-    else if (t->has_reuse)
-      status = order_reuse(&guard, &bound, t->reuse, entry);
-    else
-      status = defer(&guard, &bound, entry);
-    if (status == DL_SYNC_RELEASED_ORDERED) free(entry); /* the deleter runs now */
-  }
+  if (status == DL_SYNC_OK)
+    status = info.status == DL_SYNC_CAPTURE_ACTIVE ? keep_in_graph(&guard, &bound, t)
+             : t->has_reuse                        ? order_reuse(&guard, &bound, t)
+                                                   : defer(&guard, &bound, t);
   return dl_sync__guard_end(&guard, consumer.device, status);
 }
 
