@@ -12,6 +12,9 @@ typedef struct copy_table {
   const dl_sync_backend *(*cuda_backend)(void);
   const dl_sync_backend *(*hip_backend)(void);
   int (*tensor_record)(DLManagedTensorVersioned *tensor, dl_sync_stream producer);
+  int (*tensor_record_reuse)(DLManagedTensorVersioned *tensor, dl_sync_stream producer,
+                             dl_sync_stream reuse);
+  int (*tensor_release)(DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
   int (*shutdown)(void);
   const char *(*last_error)(void);
 } copy_table;

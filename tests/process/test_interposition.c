@@ -106,6 +106,26 @@ static void check_independent(const char *name_a, const copy_table *a, const cha
   CHECK_INT(b->shutdown(), DL_SYNC_OK);
   CHECK_INT(b->set_backend(kDLCUDA, NULL), DL_SYNC_OK);
 
+  /* Release ordering across copies: the reuse stream B's record names is ordered by A,
+     the consumer, with one record and one wait of A's, and the deleter runs at once. */
+  CHECK_INT(a->set_backend(kDLCUDA, host_backend()), DL_SYNC_OK);
+  CHECK_INT(b->set_backend(kDLCUDA, host_backend()), DL_SYNC_OK);
+  tensor = (DLManagedTensorVersioned){.version = {1, 3}};
+  tensor.dl_tensor.device = (DLDevice){kDLCUDA, 0};
+  dl_sync_stream producer = {{kDLCUDA, 0}, HOST_STREAM_A};
+  CHECK_INT(b->tensor_record_reuse(&tensor, producer, producer), DL_SYNC_OK);
+  long records = host_records(), waits = host_waits();
+  CHECK_INT(a->tensor_release(&tensor, (dl_sync_stream){{kDLCUDA, 0}, HOST_STREAM_B}),
+            DL_SYNC_RELEASED_ORDERED);
+  CHECK_INT(host_records() - records, 1);
+  CHECK_INT(host_waits() - waits, 1);
+  if (tensor.deleter != NULL || tensor.manager_ctx != NULL)
+    FAIL("copy %s's release of copy %s's tensor left its deleter %p (the producer's: NULL)",
+         name_a, name_b, (void *)(uintptr_t)tensor.deleter);
+  CHECK_INT(a->shutdown(), DL_SYNC_OK);
+  CHECK_INT(b->shutdown(), DL_SYNC_OK);
+  CHECK_INT(b->set_backend(kDLCUDA, NULL), DL_SYNC_OK);
+
   CHECK_INT(a->set_backend(kDLCUDA, NULL), DL_SYNC_OK);
   CHECK_INT(b->set_backend(kDLROCM, NULL), DL_SYNC_OK);
   check_answer(name_a, a, kDLCUDA, a->cuda_backend());
