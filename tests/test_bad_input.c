@@ -5,6 +5,7 @@
  * (test_bad_input --markdown) and a test checks that it is current.
  */
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,22 +65,22 @@ static void prepare_tensors(void) {
 
 /* A tensor released twice: the first release waits for a held stream's work. */
 static void release_gate(void *arg) {
-  volatile int *open = arg;
-  while (!*open) continue;
+  atomic_int *open = arg;
+  while (!atomic_load(open)) continue;
 }
 
 static int released_twice(void) {
   static DLManagedTensorVersioned tensor;
-  static volatile int open;
+  static atomic_int open;
   tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = foreign_deleter};
   tensor.dl_tensor.device = cuda0;
-  open = 0;
+  atomic_store(&open, 0);
   dl_sync_sim_stream *s;
   dl_sync_sim_stream_create(&s, DL_SYNC_SIM_STREAM_NON_BLOCKING);
-  dl_sync_sim_launch(s, "gate", release_gate, (void *)&open, NULL, 0);
+  dl_sync_sim_launch(s, "gate", release_gate, &open, NULL, 0);
   dl_sync_tensor_release(&tensor, view(cuda0, s));
   int status = dl_sync_tensor_release(&tensor, view(cuda0, s));
-  open = 1; /* what follows succeeds, so the message stays the second release's */
+  atomic_store(&open, 1); /* what follows succeeds: the message stays the second release's */
   dl_sync_sim_stream_synchronize(s);
   dl_sync_release_poll();
   dl_sync_sim_stream_destroy(s);

@@ -23,15 +23,21 @@ from ._dlsync import _runtime
 from ._dlsync import (
     CAPTURE_NONE_IS_NO_SYNC,
     CAPTURE_STRICT,
+    RELEASE_DEFERRED,
+    RELEASE_GRAPH,
+    RELEASED_NOW,
+    RELEASED_ORDERED,
     STREAM_LEGACY,
     STREAM_PER_THREAD,
     export,
     get_capture_policy,
     group_wait,
     push_dep,
+    release_poll,
     set_capture_policy,
     stream_from_arg,
     stream_to_arg,
+    tensor_release,
 )
 
 if TYPE_CHECKING:
@@ -158,4 +164,10 @@ __all__ = [
     "set_capture_policy",
     "stream_from_arg",
     "stream_to_arg",
+    "RELEASED_NOW",
+    "RELEASED_ORDERED",
+    "RELEASE_DEFERRED",
+    "RELEASE_GRAPH",
+    "release_poll",
+    "tensor_release",
 ]

@@ -13,6 +13,7 @@ static PyMethodDef *const areas[] = {
     dl_sync_py_group_methods,
     dl_sync_py_runtime_methods,
     dl_sync_py_status_methods,
+    dl_sync_py_release_methods,
 };
 
 static int add_constants(PyObject *module) {
@@ -24,6 +25,10 @@ static int add_constants(PyObject *module) {
       {"CAPTURE_NONE_IS_NO_SYNC", DL_SYNC_CAPTURE_NONE_IS_NO_SYNC},
       {"STREAM_LEGACY", (long)(intptr_t)DL_SYNC_STREAM_LEGACY},
       {"STREAM_PER_THREAD", (long)(intptr_t)DL_SYNC_STREAM_PER_THREAD},
+      {"RELEASED_NOW", DL_SYNC_RELEASED_NOW},
+      {"RELEASED_ORDERED", DL_SYNC_RELEASED_ORDERED},
+      {"RELEASE_DEFERRED", DL_SYNC_RELEASE_DEFERRED},
+      {"RELEASE_GRAPH", DL_SYNC_RELEASE_GRAPH},
   };
   for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
     if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) return -1;

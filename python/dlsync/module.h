@@ -19,6 +19,8 @@ extern PyMethodDef dl_sync_py_policy_methods[];
 extern PyMethodDef dl_sync_py_group_methods[];
 /* _runtime, behind dlsync.runtime (runtime.c) */
 extern PyMethodDef dl_sync_py_runtime_methods[];
+/* tensor_release, release_poll (release.c) */
+extern PyMethodDef dl_sync_py_release_methods[];
 /* _raise_status (status.c) */
 extern PyMethodDef dl_sync_py_status_methods[];
 

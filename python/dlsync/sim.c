@@ -215,6 +215,77 @@ static PyObject *sim_calls_holding_the_gil(PyObject *module, PyObject *unused) {
   return PyLong_FromLong(calls_holding_the_gil);
 }
 
+/* tensor(stream, buffer, on_delete, reuse): a producer's DLPack capsule
+   ("dltensor_versioned") of buffer on the simulated device (CUDA device 0), for
+   dlsync.testing's pools. Its deleter takes the GIL and calls on_delete() (the pool frees
+   the block); with a reuse stream, its owner record names it (dl_sync_tensor_record_reuse
+   on stream). The capsule calls the deleter when it goes unconsumed. */
+typedef struct pool_tensor {
+  DLManagedTensorVersioned tensor; /* first: the capsule's pointer */
+  Py_buffer view;
+  PyObject *on_delete;
+  int64_t shape[1];
+} pool_tensor;
+
+static void pool_tensor_deleter(DLManagedTensorVersioned *tensor) {
+  pool_tensor *p = (pool_tensor *)tensor;
+  PyGILState_STATE gil = PyGILState_Ensure(); /* deleters may run on any thread */
+  PyObject *result = PyObject_CallNoArgs(p->on_delete);
+  if (result == NULL) PyErr_WriteUnraisable(p->on_delete);
+  Py_XDECREF(result);
+  PyBuffer_Release(&p->view);
+  Py_DECREF(p->on_delete);
+  PyGILState_Release(gil);
+  free(p);
+}
+
+static void pool_tensor_capsule_gone(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return; /* consumed or released */
+  DLManagedTensorVersioned *tensor = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+  if (tensor != NULL && tensor->deleter != NULL) tensor->deleter(tensor);
+}
+
+static PyObject *sim_tensor(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *stream_obj, *on_delete, *reuse_obj;
+  pool_tensor *p = calloc(1, sizeof *p);
+  if (p == NULL) return PyErr_NoMemory();
+  if (!PyArg_ParseTuple(args, "Ow*OO:tensor", &stream_obj, &p->view, &on_delete, &reuse_obj)) {
+    free(p);
+    return NULL;
+  }
+  dl_sync_sim_stream *stream = NULL, *reuse = NULL;
+  if (dl_sync_py_sim_stream(stream_obj, &stream) != 0 ||
+      (reuse_obj != Py_None && dl_sync_py_sim_stream(reuse_obj, &reuse) != 0)) {
+    PyBuffer_Release(&p->view);
+    free(p);
+    return NULL;
+  }
+  DLDevice device = {kDLCUDA, 0};
+  p->shape[0] = (int64_t)p->view.len;
+  p->tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = pool_tensor_deleter};
+  p->tensor.dl_tensor = (DLTensor){.data = p->view.buf, .device = device, .ndim = 1,
+                                   .dtype = {kDLUInt, 8, 1}, .shape = p->shape};
+  Py_INCREF(on_delete);
+  p->on_delete = on_delete;
+  int status = DL_SYNC_OK;
+  if (reuse != NULL) {
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_tensor_record_reuse(&p->tensor, dl_sync_stream_view(device, stream),
+                                         dl_sync_stream_view(device, reuse));
+    PyEval_RestoreThread(thread);
+  }
+  if (status != DL_SYNC_OK) { /* nothing was installed: the tensor is still ours alone */
+    PyBuffer_Release(&p->view);
+    Py_DECREF(on_delete);
+    free(p);
+    return dl_sync_py_raise(status);
+  }
+  PyObject *capsule = PyCapsule_New(&p->tensor, "dltensor_versioned", pool_tensor_capsule_gone);
+  if (capsule == NULL) p->tensor.deleter(&p->tensor); /* it gives everything back */
+  return capsule;
+}
+
 /* backend_capsule(): the capsule other copies of dlsync install the simulator from
    (dlsync_testing.h). */
 static PyObject *sim_backend_capsule(PyObject *module, PyObject *unused) {
@@ -362,6 +433,7 @@ static PyMethodDef sim_methods[] = {
     {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()"},
     {"backend_capsule", sim_backend_capsule, METH_NOARGS, "backend_capsule()"},
     {"calls_holding_the_gil", sim_calls_holding_the_gil, METH_NOARGS, "calls_holding_the_gil()"},
+    {"tensor", sim_tensor, METH_VARARGS, "tensor(stream, buffer, on_delete, reuse)"},
     {"stream_create", sim_stream_create, METH_VARARGS, "stream_create(non_blocking, device)"},
     {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
     {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},

@@ -33,11 +33,11 @@ use dlsync on those device types (closing it drains the simulator and dlsync's e
 pools). Buffers are any writable object with the buffer protocol (bytearray, contiguous
 NumPy arrays); the simulator keeps them alive until it is closed.
 """
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._dlsync import _sim
 
-__all__ = ["CUDA_DEVICE_TYPES", "ROCM_DEVICE_TYPES", "Gate", "SimulatedDevice", "Stream"]
+__all__ = ["CUDA_DEVICE_TYPES", "ROCM_DEVICE_TYPES", "Gate", "SimulatedDevice", "Stream", "StreamOrderedPool"]
 
 CUDA_DEVICE_TYPES = (2, 3, 13)
 """kDLCUDA, kDLCUDAHost, kDLCUDAManaged."""
@@ -92,6 +92,44 @@ class Stream:
     @property
     def is_capturing(self) -> bool:
         return _sim.capture_status(self.handle) == 1
+
+
+def _stream_handle(stream: Any) -> int:
+    return int(stream.handle) if isinstance(stream, Stream) else int(stream)
+
+
+class StreamOrderedPool:
+    """A producer's stream-ordered memory pool on the simulated device, as a caching
+    allocator or ``cudaMallocAsync`` ("Basic stream ordering allows future work submitted
+    into the same stream to use the allocation"): a block freed on stream S is the next
+    allocation on S at once, with no synchronization, so the producer's work enqueued on S
+    after the free may overwrite it. A consumer that releases a tensor of the pool before
+    its own reads of it are done races that write, and the simulated device's race checker
+    fails the test.
+
+    ``export`` makes the producer's DLPack capsule of a block; the block goes back to the
+    pool when the tensor's deleter runs (the consumer releasing it with
+    ``dlsync.tensor_release``, or dropping the capsule unconsumed)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: Dict[int, List[bytearray]] = {}
+
+    def alloc(self, stream: Any) -> bytearray:
+        """A block: the last one freed on stream, else a new one."""
+        free = self._free.get(_stream_handle(stream))
+        return free.pop() if free else bytearray(self.size)
+
+    def free(self, block: bytearray, stream: Any) -> None:
+        """Gives block back on stream: the next alloc on stream hands it out."""
+        self._free.setdefault(_stream_handle(stream), []).append(block)
+
+    def export(self, block: bytearray, stream: Any, *, reuse: bool = True) -> object:
+        """A DLPack capsule ("dltensor_versioned") of block, whose deleter frees it on
+        stream. With reuse, the tensor names stream as its reuse stream, so that a
+        consumer's release orders stream after the consumer's work (what a producer does
+        with ``dl_sync_tensor_record_reuse``); without, a release waits for it instead."""
+        return _sim.tensor(stream, block, lambda: self.free(block, stream), stream if reuse else None)
 
 
 class Gate:

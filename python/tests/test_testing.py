@@ -205,6 +205,61 @@ class Capture(unittest.TestCase):
             self.assertIsNone(stream.end_capture())  # no graph from an invalidated capture
 
 
+
+class Release(unittest.TestCase):
+    """A consumer is done with a tensor while its read is held behind a gate; the
+    producer's stream-ordered pool hands the block to a new write at once."""
+
+    def reuse(self, how, reuse=True):
+        sim = dlsync.testing.SimulatedDevice().open()
+        try:
+            a, b = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+            pool = dlsync.testing.StreamOrderedPool(64)
+            block, out = pool.alloc(a), bytearray(64)
+            sim.write(a, block, 1)
+            tensor = pool.export(block, a, reuse=reuse)
+            dlsync.export((2, 0), a, b.handle)
+            gate = sim.hold(b)
+            sim.copy(b, block, out)  # the consumer's last read
+            released = dlsync.tensor_release(tensor, b) if how == "release" else None
+            del tensor  # unconsumed: the capsule calls the deleter itself
+            sim.write(a, pool.alloc(a), 2)  # the pool's next user, on the producer's stream
+            gate.release()
+            sim.synchronize()
+            ran = dlsync.release_poll()
+            sim.host_read(out)
+            return released, ran, bytes(out), sim.race_count
+        finally:
+            sim.close(check=False)
+
+    def test_a_participating_producers_block_is_reused_after_the_read(self):
+        released, ran, out, races = self.reuse("release")
+        self.assertEqual(released, dlsync.RELEASED_ORDERED)
+        self.assertEqual((ran, out, races), (0, b"\x01" * 64, 0))
+
+    def test_a_foreign_producers_block_waits_for_the_read(self):
+        released, ran, out, races = self.reuse("release", reuse=False)
+        self.assertEqual(released, dlsync.RELEASE_DEFERRED)
+        self.assertEqual((ran, out, races), (1, b"\x01" * 64, 0))
+
+    def test_negative_control_dropping_the_tensor_races(self):
+        released, ran, out, races = self.reuse("drop")
+        self.assertIsNone(released)
+        self.assertGreater(races, 0)
+        self.assertEqual(out, b"\x02" * 64)  # the reuse write landed before the read
+
+    def test_release_arguments(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            with self.assertRaisesRegex(TypeError, "DLPack capsule not yet consumed"):
+                dlsync.tensor_release(object(), None)
+            pool = dlsync.testing.StreamOrderedPool(8)
+            stream = sim.stream()
+            tensor = pool.export(pool.alloc(stream), stream)
+            self.assertEqual(dlsync.tensor_release(tensor, -1), dlsync.RELEASED_NOW)
+            with self.assertRaisesRegex(TypeError, "not yet consumed"):
+                dlsync.tensor_release(tensor, -1)  # released: the capsule is used
+
+
 class Errors(unittest.TestCase):
     def test_a_runtime_error_is_a_runtime_error(self):
         with dlsync.testing.SimulatedDevice() as sim:

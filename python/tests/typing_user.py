@@ -84,6 +84,20 @@ def simulated() -> None:
         report: str = sim.race_report()
         assert count == 0, report
         sim.assert_no_races()
+        pool = dlsync.testing.StreamOrderedPool(64)
+        block: bytearray = pool.alloc(a)
+        tensor: object = pool.export(block, a)
+        how: int = dlsync.tensor_release(tensor, b)
+        assert how == dlsync.RELEASED_ORDERED, how
+        assert dlsync.tensor_release(pool.export(pool.alloc(a), a, reuse=False), b) in (
+            dlsync.RELEASE_DEFERRED,
+            dlsync.RELEASE_GRAPH,
+        )
+        sim.synchronize()
+        ran: int = dlsync.release_poll()
+        assert ran == 1, ran
+        assert dlsync.tensor_release(pool.export(pool.alloc(a), a), -1) == dlsync.RELEASED_NOW
+        pool.free(pool.alloc(a), a)
     rocm = dlsync.testing.SimulatedDevice(dlsync.testing.ROCM_DEVICE_TYPES).open()
     rocm.close(check=True)
 

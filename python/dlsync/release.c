@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tensor_release and release_poll: release ordering for a consumer whose imported tensor
+ * is a DLPack capsule (dlsync/release.h).
+ */
+#include "module.h"
+
+static const char *const versioned_name = "dltensor_versioned", *const legacy_name = "dltensor";
+
+/* tensor_release(tensor, stream): releases the capsule's tensor after the work enqueued
+   so far on stream (a handle, an object with __cuda_stream__, None for the legacy default
+   stream, or -1: nothing of the consumer's is pending) and marks the capsule used, as a
+   consumer does when it takes the tensor. Returns RELEASED_NOW, RELEASED_ORDERED,
+   RELEASE_DEFERRED or RELEASE_GRAPH. */
+static PyObject *py_tensor_release(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static const char *const func = "dlsync.tensor_release";
+  static char *keywords[] = {"tensor", "stream", NULL};
+  PyObject *capsule, *stream_obj;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:tensor_release", keywords, &capsule,
+                                   &stream_obj))
+    return NULL;
+  int legacy = !PyCapsule_IsValid(capsule, versioned_name);
+  if (legacy && !PyCapsule_IsValid(capsule, legacy_name))
+    return PyErr_Format(PyExc_TypeError,
+                        "%s: tensor must be a DLPack capsule not yet consumed (named '%s' or "
+                        "'%s'), got %R",
+                        func, versioned_name, legacy_name, capsule);
+  void *tensor = PyCapsule_GetPointer(capsule, legacy ? legacy_name : versioned_name);
+  if (tensor == NULL) return NULL;
+  DLDevice device = legacy ? ((DLManagedTensor *)tensor)->dl_tensor.device
+                           : ((DLManagedTensorVersioned *)tensor)->dl_tensor.device;
+  void *stream = NULL;
+  if (PyLong_Check(stream_obj) && PyLong_AsLongLong(stream_obj) == -1)
+    stream = DL_SYNC_STREAM_NOTHING_PENDING;
+  else if (stream_obj != Py_None &&
+           dl_sync_py_stream_handle(func, "stream", stream_obj, &stream) != 0)
+    return NULL;
+  dl_sync_stream consumer = dl_sync_stream_view(device, stream);
+  PyThreadState *thread = PyEval_SaveThread(); /* it may reach the runtime */
+  int status = legacy ? dl_sync_legacy_tensor_release(tensor, consumer)
+                      : dl_sync_tensor_release(tensor, consumer);
+  PyEval_RestoreThread(thread);
+  if (status < 0) return dl_sync_py_raise(status);
+  /* The tensor is dlsync's now: the capsule must never call its deleter. */
+  if (PyCapsule_SetName(capsule, legacy ? "used_dltensor" : "used_dltensor_versioned") != 0)
+    return NULL;
+  return PyLong_FromLong(status);
+}
+
+static PyObject *py_release_poll(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  PyThreadState *thread = PyEval_SaveThread();
+  int ran = dl_sync_release_poll();
+  PyEval_RestoreThread(thread);
+  return PyLong_FromLong(ran);
+}
+
+PyMethodDef dl_sync_py_release_methods[] = {
+    {"tensor_release", (PyCFunction)(void (*)(void))py_tensor_release, METH_VARARGS | METH_KEYWORDS,
+     "tensor_release(tensor, stream): release a DLPack capsule's tensor after stream's work"},
+    {"release_poll", py_release_poll, METH_NOARGS,
+     "release_poll(): run the deleters of the deferred releases that are done"},
+    {NULL, NULL, 0, NULL},
+};
