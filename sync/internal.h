@@ -245,7 +245,7 @@ int dl_sync__deleter_major(uintptr_t deleter, int legacy);
 /* release.c: deferred releases, found by later dlsync calls: the count pending (a relaxed
    read is enough to skip the poll), a bounded poll, and shutdown's wait for them all. */
 extern atomic_int dl_sync__releases_pending;
-void dl_sync__release_poll_some(int most);
+DL_SYNC__COLD void dl_sync__release_poll_some(int most);
 static inline void dl_sync__release_poll_later(void) {
   if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0)
     dl_sync__release_poll_some(4);

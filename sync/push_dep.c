@@ -149,12 +149,13 @@ int dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
    backend, two different streams. */
 static int order(const dl_sync_backend *backend, dl_sync_stream src, dl_sync_stream dst,
                  int none_arg) {
-  dl_sync__release_poll_later(); /* a few deferred releases, found done here */
   dep d;
   int status = dl_sync__dep_init(&d, backend, dst, none_arg);
   if (status == DL_SYNC_OK) status = dl_sync__dep_set_source(&d, src);
   if (status == DL_SYNC_OK) status = dl_sync__dep_order(&d);
-  return dl_sync__guard_end(&d.guard, src.device, status);
+  status = dl_sync__guard_end(&d.guard, src.device, status);
+  dl_sync__release_poll_later(); /* a few deferred releases, found done here */
+  return status;
 }
 
 int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
