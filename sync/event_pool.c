@@ -29,23 +29,16 @@
 
 enum { DL_SYNC__MAX_BACKENDS = 16 };
 
-/* The critical sections are a few loads and stores: a spinlock that yields when the
-   holder is descheduled costs less than a mutex, uncontended and contended. */
 typedef struct spinlock {
   atomic_bool held;
 } spinlock;
 
 static void lock(spinlock *l) {
-  for (unsigned spins = 0;; spins++) {
-    if (!atomic_load_explicit(&l->held, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
-      return;
-    if (spins >= 64) sched_yield();
-  }
+  dl_sync__spin_lock(&l->held);
 }
 
 static void unlock(spinlock *l) {
-  atomic_store_explicit(&l->held, 0, memory_order_release);
+  dl_sync__spin_unlock(&l->held);
 }
 
 struct dl_sync__pool {

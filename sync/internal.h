@@ -3,6 +3,7 @@
 #ifndef DL_SYNC_INTERNAL_H_
 #define DL_SYNC_INTERNAL_H_
 
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "dlsync/dlsync.h"
@@ -21,6 +22,22 @@
 #define DL_SYNC__COLD
 #define DL_SYNC__FLATTEN
 #endif
+
+/* The locks of critical sections of a few loads and stores (the pools, the pending
+   releases): a spinlock that yields when the holder is descheduled costs less than a
+   mutex, uncontended and contended. */
+static inline void dl_sync__spin_lock(atomic_bool *held) {
+  for (unsigned spins = 0;; spins++) {
+    if (!atomic_load_explicit(held, memory_order_relaxed) &&
+        !atomic_exchange_explicit(held, 1, memory_order_acquire))
+      return;
+    if (spins >= 64) sched_yield();
+  }
+}
+
+static inline void dl_sync__spin_unlock(atomic_bool *held) {
+  atomic_store_explicit(held, 0, memory_order_release);
+}
 
 /* error.c: a failure's message is written where the failure is found, once: internal
    code says what failed (dl_sync__error, dl_sync__runtime_error), the public function

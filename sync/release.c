@@ -12,7 +12,6 @@
  * with no lock held.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -35,12 +34,11 @@ static atomic_bool list_held;
 static pending *list_head;
 
 static void list_lock(void) {
-  for (unsigned spins = 0; atomic_exchange_explicit(&list_held, 1, memory_order_acquire); spins++)
-    if (spins >= 64) sched_yield();
+  dl_sync__spin_lock(&list_held);
 }
 
 static void list_unlock(void) {
-  atomic_store_explicit(&list_held, 0, memory_order_release);
+  dl_sync__spin_unlock(&list_held);
 }
 
 /* In a child after fork() the parent's releases are never run: their events are the
