@@ -43,9 +43,12 @@ static void list_unlock(void) {
 
 /* In a child after fork() the parent's releases are never run: their events are the
    parent's, and the list may have been held by a thread the child does not have. Their
-   tensors are leaked. */
+   tensors are leaked, kept where a leak checker sees them reachable. */
+static pending *volatile parents_releases; /* written only: volatile, so the store stays */
+
 static void forget_in_child(void) {
   atomic_store(&list_held, 0);
+  parents_releases = list_head;
   list_head = NULL;
   atomic_store(&dl_sync__releases_pending, 0);
 }

@@ -121,6 +121,9 @@ static outcome reuse_after_release(int producer_kind) {
   if (producer_kind == FOREIGN) assert_int_equal(dl_sync_release_poll(), 0); /* still read */
   pattern *again = pool_alloc(&pool, a);
   if (again != NULL) CHECK_SIM(launch_producer(a, again, 2)); /* the pool's next user */
+  /* Without the dependency, the reuse write lands while the read is held: then the read
+     sees it every time. (With it, A waits for B: A cannot be waited for here.) */
+  if (producer_kind == DIRECT) CHECK_SIM(dl_sync_sim_stream_synchronize(a));
   atomic_store(&gate_open, 1);
   if (producer_kind == FOREIGN) { /* the deleter runs once a later call finds the read done */
     for (int i = 0; i < 100000 && dl_sync_release_poll() == 0; i++) sched_yield();

@@ -224,6 +224,8 @@ class Release(unittest.TestCase):
             released = dlsync.tensor_release(tensor, b) if how == "release" else None
             del tensor  # unconsumed: the capsule calls the deleter itself
             sim.write(a, pool.alloc(a), 2)  # the pool's next user, on the producer's stream
+            if how == "drop":
+                a.synchronize()  # unordered, the reuse write lands while the read is held
             gate.release()
             sim.synchronize()
             ran = dlsync.release_poll()
