@@ -21,7 +21,9 @@ typedef struct pending {
   struct pending *next;
   void *tensor;
   int legacy;
-  int taken; /* being looked at by a poll, under the list's lock */
+  int taken;          /* being looked at by a poll, under the list's lock */
+  unsigned looked_at; /* the last poll that looked at it, under the list's lock */
+  int abandoned;      /* a graph refused it: its tensor stays the caller's, no deleter */
   /* A deferred release: its event, of this pool and backend; a graph's: none. */
   const dl_sync_backend *backend;
   dl_sync__pool *pool;
@@ -32,6 +34,7 @@ typedef struct pending {
 atomic_int dl_sync__releases_pending;
 static atomic_bool list_held;
 static pending *list_head;
+static unsigned polls; /* numbers each poll, under the list's lock */
 
 static void list_lock(void) {
   dl_sync__spin_lock(&list_held);
@@ -44,11 +47,16 @@ static void list_unlock(void) {
 /* In a child after fork() the parent's releases are never run: their events are the
    parent's, and the list may have been held by a thread the child does not have. Their
    tensors are leaked, kept where a leak checker sees them reachable. */
-static pending *volatile parents_releases; /* written only: volatile, so the store stays */
+static pending *volatile parents_releases; /* written only: volatile, so the stores stay */
 
 static void forget_in_child(void) {
   atomic_store(&list_held, 0);
-  parents_releases = list_head;
+  if (list_head != NULL) { /* an older fork's go after them: all stay reachable */
+    pending *last = list_head;
+    while (last->next != NULL) last = last->next;
+    last->next = parents_releases;
+    parents_releases = list_head;
+  }
   list_head = NULL;
   atomic_store(&dl_sync__releases_pending, 0);
 }
@@ -90,10 +98,11 @@ static int is_pending(const void *tensor) {
   return at != NULL;
 }
 
-/* Runs a done release: its event back to its pool (no runtime call), then the deleter. */
+/* Runs a done release: its event back to its pool (no runtime call), then the deleter
+   (none for an abandoned one). */
 static void finish(pending *entry) {
   if (entry->event != NULL) dl_sync__pool_release(entry->pool, entry->event);
-  dl_sync__tensor_delete(entry->tensor, entry->legacy);
+  if (!entry->abandoned) dl_sync__tensor_delete(entry->tensor, entry->legacy);
   atomic_fetch_sub_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
   free(entry);
 }
@@ -109,17 +118,28 @@ static int done(const pending *entry, int wait) {
   return code == 0 && (wait || complete);
 }
 
-/* Looks at up to most releases (oldest first; most < 0: all), waiting for each with wait,
-   and runs the deleters of those done. Returns how many ran. */
+/* Whether a poll looks at entry now: a graph's only once the graph is gone (one load, no
+   runtime call), so that graphs that live on never stand in the way of the others. */
+static int worth_a_look(const pending *entry, unsigned poll_number) {
+  return !entry->taken && entry->looked_at != poll_number &&
+         (entry->event != NULL || atomic_load_explicit(&entry->graph_gone, memory_order_acquire));
+}
+
+/* Looks at up to most releases worth a look (oldest first; most < 0: every one, each once),
+   waiting for each with wait, and runs the deleters of those done. Returns how many ran. */
 static int poll(int most, int wait) {
   pending *look[16];
   int ran = 0;
+  list_lock();
+  unsigned poll_number = ++polls;
+  list_unlock();
   for (;;) {
     int n = 0, cap = most < 0 || most > 16 ? 16 : most;
     list_lock();
     for (pending *at = list_head; at != NULL && n < cap; at = at->next)
-      if (!at->taken) {
+      if (worth_a_look(at, poll_number)) {
         at->taken = 1;
+        at->looked_at = poll_number;
         look[n++] = at;
       }
     list_unlock();
@@ -135,18 +155,15 @@ static int poll(int most, int wait) {
       *at = look[i]->next;
     }
     list_unlock();
-    int progress = 0;
     for (int i = 0; i < n; i++)
       if (finished[i]) {
+        ran += !look[i]->abandoned;
         finish(look[i]);
-        ran++;
-        progress = 1;
       }
     if (most >= 0) {
       most -= n;
       if (most <= 0) return ran;
     }
-    if (!progress) return ran; /* the rest is still running */
   }
 }
 
@@ -186,9 +203,21 @@ DL_SYNC__COLD static int no_memory(void) {
   return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
+/* Appends a graph's entry (its tensor was checked not to wait already). */
+static void enqueue_kept(pending *entry) {
+  list_lock();
+  pending **at = &list_head;
+  while (*at != NULL) at = &(*at)->next;
+  *at = entry;
+  atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+  list_unlock();
+}
+
 /* The consumer captures: the graph keeps the tensor until it (and every launch of it) is
-   gone. The entry is queued whatever the retain answers: on failure its user object is
-   given back too, now or later, and then the deleter runs. */
+   gone. Work enqueued on the stream before the capture began is no part of the graph: the
+   caller orders it (dlsync/release.h). When the retain fails, the user object is given
+   back too, now or later: its entry waits for that as an abandoned one, with no deleter,
+   and the tensor stays the caller's. */
 DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bound *consumer,
                                        const dl_sync__release_target *t) {
   const dl_sync_backend *b = guard->backend;
@@ -200,12 +229,9 @@ DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bou
                           consumer->stream.handle, b->name);
   pending *entry = new_entry(t);
   if (entry == NULL) return no_memory();
-  int status = enqueue(entry);
-  if (status != DL_SYNC_OK) {
-    free(entry);
-    return status;
-  }
-  status = dl_sync__graph_retain(guard, consumer, entry, graph_gone);
+  int status = dl_sync__graph_retain(guard, consumer, entry, graph_gone);
+  entry->abandoned = status != DL_SYNC_OK;
+  enqueue_kept(entry); /* polls see it from here on */
   return status == DL_SYNC_OK ? DL_SYNC_RELEASE_GRAPH : status;
 }
 

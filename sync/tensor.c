@@ -278,10 +278,17 @@ static int name_reuse(const tensor_view *v, dl_sync_tensor_event_owner *record,
   return DL_SYNC_OK;
 }
 
-/* The reuse stream of the tensor's own device and family. */
+/* The reuse stream of the tensor's own device and family, and one stream whatever thread
+   names it: the consumer's release binds it on its own thread. */
 static int check_reuse(const tensor_view *v, const dl_sync_stream *reuse) {
   if (reuse == NULL) return DL_SYNC_OK;
   int status = check_tensor_stream(v, "reuse stream", *reuse);
+  if (status == DL_SYNC_OK && reuse->handle == DL_SYNC_STREAM_PER_THREAD)
+    return dl_sync__error(DL_SYNC_EINVAL,
+                          "the reuse stream of tensor %p is the per-thread default stream, a "
+                          "different stream on each thread (the consumer releases on its own): "
+                          "name the producer's stream by its handle",
+                          v->tensor);
   if (status != DL_SYNC_OK || reuse->device.device_id == v->device.device_id) return status;
   return dl_sync__error(DL_SYNC_EINVAL,
                         "the reuse stream is on %s:%d and tensor %p on %s:%d: expected a stream "

@@ -201,6 +201,7 @@ typedef struct row {
   X("dl_sync_tensor_release", "consumer stream of another device", dl_sync_tensor_release(&foreign_tensor, view((DLDevice){kDLCUDA, 1}, NULL)), DL_SYNC_EINVAL, "release it after the work of a stream of its own device") \
   X("dl_sync_tensor_release", "CPU consumer with a stream", dl_sync_tensor_release(&cpu_tensor, view(cpu0, &garbage)), DL_SYNC_EINVAL, "which has no streams: pass NULL") \
   X("dl_sync_tensor_release", "tensor already released", released_twice(), DL_SYNC_EINVAL, "is already released") \
+  X("dl_sync_tensor_record_reuse", "per-thread reuse stream", dl_sync_tensor_record_reuse(&foreign_tensor, view(cuda0, NULL), view(cuda0, DL_SYNC_STREAM_PER_THREAD)), DL_SYNC_EINVAL, "is the per-thread default stream, a different stream on each thread") \
   X("dl_sync_tensor_record_reuse", "reuse stream of another device", dl_sync_tensor_record_reuse(&foreign_tensor, view(cuda0, NULL), view((DLDevice){kDLCUDA, 1}, NULL)), DL_SYNC_EINVAL, "the reuse stream is on cuda:1 and tensor") \
   X("dl_sync_tensor_wait", "event of a later owner-record ABI", dl_sync_tensor_wait(&future_abi_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "expected tensor-event ABI major 1") \
   X("dl_sync_tensor_wait", "ROCm event, CUDA consumer stream", dl_sync_tensor_wait(&rocm_event_tensor, view(cuda0, NULL)), DL_SYNC_ENOTSUP, "the consumer stream on cuda:0 cannot wait on it") \

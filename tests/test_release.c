@@ -238,6 +238,44 @@ static void test_a_capturing_consumers_graph_keeps_the_tensor(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(launcher));
 }
 
+/* Releases a live graph keeps never stand in the way of the others: 20 kept by one graph
+   (more than a poll looks at at once), then a deferred one that completed is found by the
+   next poll, and by a later ordering's few. */
+static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
+  (void)state;
+  enum { KEPT = 20 };
+  static pattern block;
+  block_pool pool = {0};
+  dl_sync_sim_stream *b, *c;
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&c, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  static producer_tensor kept[KEPT];
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(b, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  for (int i = 0; i < KEPT; i++) {
+    make_tensor(&kept[i], &pool, &block, NULL);
+    assert_int_equal(dl_sync_tensor_release(&kept[i].tensor, sim_view(b, 0)), DL_SYNC_RELEASE_GRAPH);
+  }
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(b, &graph));
+  for (int round = 0; round < 2; round++) {
+    producer_tensor p;
+    make_tensor(&p, &pool, &block, NULL);
+    assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(c, 0)), DL_SYNC_RELEASE_DEFERRED);
+    CHECK_SIM(dl_sync_sim_stream_synchronize(c));
+    if (round == 0)
+      assert_int_equal(dl_sync_release_poll(), 1);
+    else /* a later ordering's slow path looks at a few */
+      CHECK_DL(dl_sync_push_dep(sim_view(b, 0), sim_view(c, 0)));
+    assert_int_equal(atomic_load(&p.deleted), 1);
+  }
+  assert_int_equal(dl_sync_release_pending(), KEPT);
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  assert_int_equal(dl_sync_release_poll(), KEPT);
+  for (int i = 0; i < KEPT; i++) assert_int_equal(atomic_load(&kept[i].deleted), 1);
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+  CHECK_SIM(dl_sync_sim_stream_destroy(c));
+}
+
 /* Nothing is pending on a device without streams, or when the consumer says so: the
    deleter runs now, with no runtime call. */
 static void test_nothing_pending_releases_now(void **state) {
@@ -403,6 +441,7 @@ int main(void) {
       RELEASE_TEST(test_negative_control_a_direct_deleter_call_races),
       RELEASE_TEST(test_a_participating_release_costs_one_record_and_one_wait),
       RELEASE_TEST(test_a_capturing_consumers_graph_keeps_the_tensor),
+      RELEASE_TEST(test_graphs_that_live_on_hold_up_no_other_release),
       RELEASE_TEST(test_nothing_pending_releases_now),
       RELEASE_TEST(test_bad_releases_leave_the_tensor_to_the_caller),
       RELEASE_TEST(test_shutdown_runs_the_pending_releases),

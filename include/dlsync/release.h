@@ -16,7 +16,9 @@
  *   from a later dlsync call of any thread (a few per call), dl_sync_release_poll or
  *   dl_sync_shutdown (which waits for them);
  * - the consumer's stream is capturing a graph: the graph keeps the tensor, and the
- *   deleter runs from a later dlsync call once the graph and its launches are gone.
+ *   deleter runs from a later dlsync call once the graph and its launches are gone. Work
+ *   enqueued on that stream before the capture began is no part of the graph: release
+ *   after it completed (or before beginning the capture).
  *
  * A deleter never runs on a runtime's callback thread or under a lock of dlsync's. In a
  * child after fork() the parent's pending releases are never run (their events are not the
@@ -50,7 +52,8 @@ extern "C" {
  * pending). A consumer on a device without streams, or DL_SYNC_STREAM_NOTHING_PENDING,
  * releases now. consumer must be on the tensor's device (EINVAL otherwise). EINVAL for a
  * tensor already waiting for its release; ENOTSUP for a capturing consumer whose runtime
- * has no graph user objects. The stream is borrowed for the call.
+ * has no graph user objects; a graph that refuses the tensor is the runtime's error, the
+ * tensor the caller's. The stream is borrowed for the call.
  */
 DL_SYNC_API int dl_sync_tensor_release(DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
 DL_SYNC_API int dl_sync_legacy_tensor_release(DLManagedTensor *tensor, dl_sync_stream consumer);
@@ -59,7 +62,10 @@ DL_SYNC_API int dl_sync_legacy_tensor_release(DLManagedTensor *tensor, dl_sync_s
  * dl_sync_tensor_record, also naming the producer's reuse stream: the stream its
  * allocator hands the tensor's memory out again on once the deleter ran (e.g. the block's
  * allocation stream). A consumer with any copy of dlsync then orders that stream after its
- * own work at release, without host synchronization. reuse must be on the tensor's device.
+ * own work at release, without host synchronization. reuse must be on the tensor's device,
+ * and not the per-thread default stream (EINVAL: the consumer's thread would name another
+ * one); the legacy default stream is the one the releasing thread names (with CUDA
+ * contexts: of its current context when that is the device's, else the primary one's).
  */
 DL_SYNC_API int dl_sync_tensor_record_reuse(DLManagedTensorVersioned *tensor,
                                             dl_sync_stream producer, dl_sync_stream reuse);

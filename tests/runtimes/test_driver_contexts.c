@@ -456,6 +456,10 @@ static void release_deleter(DLManagedTensorVersioned *t) {
   (*(int *)t->manager_ctx)++;
 }
 
+static void fail_next(const char *name, int code, int skip) {
+  ((void (*)(const char *, int, int))sym("fake_cuda_fail_next"))(name, code, skip);
+}
+
 static void test_release_calls(void **state) {
   (void)state;
   set_caller(P0);
@@ -511,6 +515,25 @@ static void test_release_calls(void **state) {
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(deleted, 4);
   assert_int_equal(counter("prohibited_calls") - prohibited, 0);
+
+  /* A graph that refuses the tensor (cuGraphRetainUserObject's CUDA_ERROR_INVALID_VALUE):
+     the error, and the tensor stays the caller's: its deleter never runs, not even once the
+     user object given back is destroyed on the driver's thread. */
+  DLManagedTensorVersioned refused = {.version = {1, 3}, .manager_ctx = &deleted,
+                                      .deleter = release_deleter};
+  refused.dl_tensor.device = d0;
+  CU_OK(begin_fn, "cuStreamBeginCapture_v2", consumer.handle, CU_CAPTURE_GLOBAL);
+  fail_next("cuGraphRetainUserObject", 1, 0);
+  assert_int_equal(dl_sync_tensor_release(&refused, consumer), DL_SYNC_EBACKEND);
+  graph = NULL;
+  CU_OK(end_fn, "cuStreamEndCapture", consumer.handle, &graph);
+  CU_OK(handle_fn, "cuGraphDestroy", graph);
+  drain();
+  assert_int_equal(dl_sync_release_poll(), 0);
+  assert_int_equal(dl_sync_release_pending(), 0);
+  assert_int_equal(deleted, 4);
+  refused.deleter(&refused); /* the caller's to delete */
+  assert_int_equal(deleted, 5);
 }
 
 /* ---- the reproducers --------------------------------------------------------------- */
@@ -689,10 +712,6 @@ static void test_shutdown_never_makes_a_destructor_wait(void **state) {
   assert_int_equal(counter("destructor_stalls") - stalls, 0);
   assert_int_equal(counter("dead_handles") - dead, 0);
   CU_OK(handle_fn, "cuStreamDestroy_v2", b.handle);
-}
-
-static void fail_next(const char *name, int code, int skip) {
-  ((void (*)(const char *, int, int))sym("fake_cuda_fail_next"))(name, code, skip);
 }
 
 static dl_sync_pool_stats pool_of(int device) {
