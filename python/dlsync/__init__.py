@@ -19,7 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional
 
 from ._dlsync import __version__ as __version__
-from ._dlsync import _runtime
+from ._dlsync import _check_producer, _runtime
 from ._dlsync import (
     CAPTURE_NONE_IS_NO_SYNC,
     CAPTURE_STRICT,
@@ -86,8 +86,11 @@ class Group:
         self._producers: "List[Producer]" = []
 
     def add(self, stream: "StreamObject", device: "Optional[Device]" = None) -> None:
-        """Adds a producer stream; ``device`` when it is on another device of the family."""
-        self._producers.append(stream if device is None else (device, stream))
+        """Adds a producer stream; ``device`` when it is on another device of the family.
+        A value that is no stream (a bool, a str) is refused here, not at the wait."""
+        producer: "Producer" = stream if device is None else (device, stream)
+        _check_producer(producer)
+        self._producers.append(producer)
 
     def wait(self) -> None:
         """Orders every producer added so far before the consumer; empties the group."""

@@ -19,6 +19,10 @@
     dlsync message. Call it on the thread that got status. Always returns NULL. */
 PyObject *dl_sync_py_raise(int status);
 
+/** obj as an int (a new reference): an int, or an object with __index__ (numpy's integers),
+    never a bool; NULL, with no exception set, for anything else. */
+PyObject *dl_sync_py_index(PyObject *obj);
+
 /** (device_type, device_id), as __dlpack_device__ returns it -> DLDevice. */
 int dl_sync_py_device(const char *func, PyObject *obj, DLDevice *out);
 

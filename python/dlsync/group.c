@@ -49,6 +49,16 @@ static int add_producers(const char *func, dl_sync_group *group, PyObject *produ
     dl_sync_stream producer;
     result = producer_stream(func, item, device, &producer);
     Py_DECREF(item);
+    if (result == 0 && group->stream_count == DL_SYNC_GROUP_MAX) {
+      /* Full: what it holds is ordered now, and the group takes the rest. */
+      PyThreadState *thread = PyEval_SaveThread();
+      int status = dl_sync_group_wait(group);
+      PyEval_RestoreThread(thread);
+      if (status != DL_SYNC_OK) {
+        dl_sync_py_raise(status);
+        result = -1;
+      }
+    }
     if (result == 0) {
       int status = dl_sync_group_add_stream(group, producer);
       if (status != DL_SYNC_OK) {
@@ -85,8 +95,19 @@ static PyObject *py_group_wait(PyObject *module, PyObject *args, PyObject *kwarg
   Py_RETURN_NONE;
 }
 
+/* _check_producer(producer): raises what group_wait would for producer (the stream
+   objects and (device, stream) tuples it takes), so that Group.add refuses it at once. */
+static PyObject *py_check_producer(PyObject *module, PyObject *item) {
+  (void)module;
+  dl_sync_stream producer;
+  if (producer_stream("dlsync.Group.add", item, (DLDevice){kDLCUDA, 0}, &producer) != 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef dl_sync_py_group_methods[] = {
     {"group_wait", (PyCFunction)(void (*)(void))py_group_wait, METH_VARARGS | METH_KEYWORDS,
      group_wait_doc},
+    {"_check_producer", py_check_producer, METH_O, "_check_producer(producer)"},
     {NULL, NULL, 0, NULL},
 };

@@ -2,17 +2,28 @@
 /* The values __dlpack__ passes around: the device tuple and the stream= argument. */
 #include "binding.h"
 
+PyObject *dl_sync_py_index(PyObject *obj) {
+  if (PyBool_Check(obj)) return NULL; /* an int subclass, but True is a mistake, not 1 */
+  if (PyLong_Check(obj)) {
+    Py_INCREF(obj);
+    return obj;
+  }
+  return PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+}
+
 /* An int that fits int32_t, for the two fields of a DLDevice. */
 static int int32_item(const char *func, PyObject *device, Py_ssize_t index, const char *name,
                       int32_t *out) {
-  PyObject *item = PyTuple_GET_ITEM(device, index);
-  if (!PyLong_Check(item) || PyBool_Check(item)) {
+  PyObject *item = dl_sync_py_index(PyTuple_GET_ITEM(device, index));
+  if (item == NULL) {
+    if (PyErr_Occurred()) return -1;
     PyErr_Format(PyExc_TypeError, "%s: device=%R: %s must be an int, not %.100s", func, device,
-                 name, Py_TYPE(item)->tp_name);
+                 name, Py_TYPE(PyTuple_GET_ITEM(device, index))->tp_name);
     return -1;
   }
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+  Py_DECREF(item);
   if (value == -1 && PyErr_Occurred()) return -1;
   if (overflow != 0 || value < INT32_MIN || value > INT32_MAX) {
     PyErr_Format(PyExc_ValueError, "%s: device=%R: %s %R does not fit a 32-bit int", func, device,
@@ -44,19 +55,23 @@ int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *o
     *out = dl_sync_stream_arg_none();
     return 0;
   }
-  /* bool is an int subclass, but stream=True is a mistake, not stream 1. */
-  if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+  /* Any int, numpy's included (__index__); a bool is a mistake, not stream 1. */
+  PyObject *index = dl_sync_py_index(obj);
+  if (index == NULL) {
+    if (PyErr_Occurred()) return -1;
     PyErr_Format(PyExc_TypeError, "%s: stream=%R: expected None or an int, not %.100s", func, obj,
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
   int overflow = 0;
-  long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
   if (value == -1 && PyErr_Occurred()) return -1;
   if (overflow != 0) {
     PyErr_Format(PyExc_ValueError,
-                 "%s: stream=%R does not fit a 64-bit int: expected None, -1, 0, 1, 2 or a "
-                 "stream handle",
+                 "%s: stream=%R does not fit a 64-bit int: expected None, -1 (no "
+                 "synchronization), or a value of the device's conventions (CUDA: 1, 2 or a "
+                 "stream handle; ROCm: 0 or a stream handle)",
                  func, obj);
     return -1;
   }

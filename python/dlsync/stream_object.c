@@ -14,13 +14,8 @@
 #define CUDA_STREAM_PROTOCOL_VERSION 0
 
 /* An address: an int in 0 .. UINTPTR_MAX. source names where it came from. */
-static int handle_from_int(const char *func, const char *what, const char *source, PyObject *value,
-                           void **out) {
-  if (!PyLong_Check(value) || PyBool_Check(value)) {
-    PyErr_Format(PyExc_TypeError, "%s: %s: %s is %R: expected an int stream handle", func, what,
-                 source, value);
-    return -1;
-  }
+static int handle_from_index(const char *func, const char *what, const char *source,
+                             PyObject *value, void **out) {
   int overflow = 0;
   long long signed_value = PyLong_AsLongLongAndOverflow(value, &overflow);
   if (signed_value == -1 && PyErr_Occurred()) return -1;
@@ -41,8 +36,29 @@ static int handle_from_int(const char *func, const char *what, const char *sourc
   return 0;
 }
 
+static int handle_from_int(const char *func, const char *what, const char *source,
+                           PyObject *given, void **out) {
+  PyObject *value = dl_sync_py_index(given);
+  if (value == NULL) {
+    if (PyErr_Occurred()) return -1;
+    PyErr_Format(PyExc_TypeError, "%s: %s: %s is %R: expected an int stream handle", func, what,
+                 source, given);
+    return -1;
+  }
+  int rc = handle_from_index(func, what, source, value, out);
+  Py_DECREF(value);
+  return rc;
+}
+
 static int from_cuda_stream_protocol(const char *func, const char *what, PyObject *obj,
                                      PyObject *method, void **out) {
+  if (!PyCallable_Check(method)) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: %s: %.100s.__cuda_stream__ is %R, not a method: the __cuda_stream__ "
+                 "protocol is a method returning (version, address)",
+                 func, what, Py_TYPE(obj)->tp_name, method);
+    return -1;
+  }
   PyObject *result = PyObject_CallNoArgs(method);
   if (result == NULL) return -1;
   int rc = -1;
@@ -119,6 +135,7 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     Py_DECREF(attr);
     return rc;
   }
+  if (PyIndex_Check(obj)) return handle_from_int(func, what, "the int", obj, out); /* numpy's */
   PyErr_Format(PyExc_TypeError,
                "%s: %s=%R: expected None, an int handle, or a stream object with "
                "__cuda_stream__() (cuda.core), .cuda_stream (PyTorch) or .ptr (CuPy); "
