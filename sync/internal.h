@@ -230,6 +230,10 @@ DL_SYNC__COLD int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bo
 DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream,
                                          void *event, void *object, void (*release)(void *object));
 
+/* push_dep.c: the steady-state ordering of src before dst (bound by guard): a pooled event
+   borrowed through the thread's cache, recorded on src, waited on by dst, given back. */
+int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src,
+                             const dl_sync__bound *dst);
 /* Binds dst for dependencies into it, with a guard of its own; the source is set (and
    bound by the same guard) per dependency. */
 int dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,

@@ -29,17 +29,22 @@ static int src_pool(dep *d) {
 }
 
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
-static int record_and_wait(dep *d) {
+int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src,
+                             const dl_sync__bound *dst) {
   dl_sync__borrowed event;
-  int status = dl_sync__identify(&d->guard, &d->src);
+  int status = dl_sync__identify(guard, src);
   if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(d->backend, d->src.stream.device, d->src.context,
-                                  d->src.context_id, &d->guard, &event);
+    status = dl_sync__pool_borrow(guard->backend, src->stream.device, src->context,
+                                  src->context_id, guard, &event);
   if (status != DL_SYNC_OK) return status;
-  status = dl_sync__record(&d->guard, event.event, &d->src);
-  if (status == DL_SYNC_OK) status = dl_sync__wait(&d->guard, &d->dst, event.event);
+  status = dl_sync__record(guard, event.event, src);
+  if (status == DL_SYNC_OK) status = dl_sync__wait(guard, dst, event.event);
   dl_sync__pool_return(&event);
   return status;
+}
+
+static int record_and_wait(dep *d) {
+  return dl_sync__record_and_wait(&d->guard, &d->src, &d->dst);
 }
 
 /* An event owned by a captured graph until the graph is destroyed. */

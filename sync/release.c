@@ -268,15 +268,7 @@ static int order_reuse(dl_sync__guard *guard, dl_sync__bound *consumer,
   status = dl_sync__capture_query(guard, &bound, &info);
   if (status != DL_SYNC_OK) return status;
   if (info.status == DL_SYNC_CAPTURE_ACTIVE) return defer(guard, consumer, t);
-  dl_sync__borrowed event;
-  status = dl_sync__identify(guard, consumer);
-  if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(guard->backend, consumer->stream.device, consumer->context,
-                                  consumer->context_id, guard, &event);
-  if (status != DL_SYNC_OK) return status;
-  status = dl_sync__record(guard, event.event, consumer);
-  if (status == DL_SYNC_OK) status = dl_sync__wait(guard, &bound, event.event);
-  dl_sync__pool_return(&event);
+  status = dl_sync__record_and_wait(guard, consumer, &bound);
   return status == DL_SYNC_OK ? DL_SYNC_RELEASED_ORDERED : status;
 }
 
