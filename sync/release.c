@@ -72,21 +72,21 @@ static int already_released(const void *tensor) {
                         tensor);
 }
 
-/* Appends entry (oldest first); EINVAL when its tensor is already waiting. */
-static int enqueue(pending *entry) {
+/* Appends entry (oldest first). Unless always, EINVAL when its tensor already waits; a
+   graph's entry is appended always (the graph holds it already). */
+static int enqueue(pending *entry, int always) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, register_fork_handler);
   list_lock();
   pending **at = &list_head;
-  for (; *at != NULL; at = &(*at)->next)
-    if ((*at)->tensor == entry->tensor) break;
-  int known = *at != NULL;
-  if (!known) {
+  int known = 0;
+  for (; *at != NULL; at = &(*at)->next) known |= (*at)->tensor == entry->tensor;
+  if (always || !known) {
     *at = entry;
     atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
   }
   list_unlock();
-  return known ? already_released(entry->tensor) : DL_SYNC_OK;
+  return always || !known ? DL_SYNC_OK : already_released(entry->tensor);
 }
 
 static int is_pending(const void *tensor) {
@@ -203,16 +203,6 @@ DL_SYNC__COLD static int no_memory(void) {
   return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
-/* Appends a graph's entry (its tensor was checked not to wait already). */
-static void enqueue_kept(pending *entry) {
-  list_lock();
-  pending **at = &list_head;
-  while (*at != NULL) at = &(*at)->next;
-  *at = entry;
-  atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
-  list_unlock();
-}
-
 /* The consumer captures: the graph keeps the tensor until it (and every launch of it) is
    gone. Work enqueued on the stream before the capture began is no part of the graph: the
    caller orders it (dlsync/release.h). When the retain fails, the user object is given
@@ -231,7 +221,7 @@ DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bou
   if (entry == NULL) return no_memory();
   int status = dl_sync__graph_retain(guard, consumer, entry, graph_gone);
   entry->abandoned = status != DL_SYNC_OK;
-  enqueue_kept(entry); /* polls see it from here on */
+  enqueue(entry, 1); /* polls see it from here on */
   return status == DL_SYNC_OK ? DL_SYNC_RELEASE_GRAPH : status;
 }
 
@@ -248,7 +238,7 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
   if (status == DL_SYNC_OK) {
     entry->backend = guard->backend;
     entry->pool = pool;
-    status = enqueue(entry);
+    status = enqueue(entry, 0);
   }
   if (status == DL_SYNC_OK) return DL_SYNC_RELEASE_DEFERRED;
   if (entry->event != NULL) dl_sync__pool_release(pool, entry->event);
