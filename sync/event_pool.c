@@ -20,7 +20,6 @@
 #define _GNU_SOURCE /* dladdr, RTLD_NOLOAD, RTLD_NODELETE */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
