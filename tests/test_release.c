@@ -30,21 +30,31 @@ static const DLDevice cuda0 = {kDLCUDA, 0};
 /* A stream-ordered pool of one block, as cudaMallocAsync's: "The allocation must not be
    accessed after stream execution reaches the free" (cudaFreeAsync), and "Basic stream
    ordering allows future work submitted into the same stream to use the allocation"
-   (cudaMallocAsync): a block freed on stream S is the next allocation on S, at once. */
+   (cudaMallocAsync): a block freed on stream S is the next allocation on S, at once.
+   The pool is thread safe, as the runtime's is: a deferred deleter runs on whichever
+   thread's call finds the consumer's read done, while another thread frees into it. */
 typedef struct block_pool {
   pattern *free_block;
   void *free_stream;
 } block_pool;
 
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void pool_free(block_pool *pool, pattern *block, void *stream) {
+  pthread_mutex_lock(&pool_lock);
   pool->free_block = block;
   pool->free_stream = stream;
+  pthread_mutex_unlock(&pool_lock);
 }
 
 static pattern *pool_alloc(block_pool *pool, void *stream) {
-  if (pool->free_block == NULL || pool->free_stream != stream) return NULL;
-  pattern *block = pool->free_block;
-  pool->free_block = NULL;
+  pthread_mutex_lock(&pool_lock);
+  pattern *block = NULL;
+  if (pool->free_block != NULL && pool->free_stream == stream) {
+    block = pool->free_block;
+    pool->free_block = NULL;
+  }
+  pthread_mutex_unlock(&pool_lock);
   return block;
 }
 
