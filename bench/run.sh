@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds the benchmarks (Release), runs each REPEATS times (default 5) and prints one
-# table: median, min and max of every figure, with the machine it ran on.
+# table: median, min and max of every figure, with the machine it ran on. The C figures
+# come from bench_*.c, the Python module's from bench_python.py (ratios to a bare Python
+# call, measured side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats=${REPEATS:-5}
@@ -16,6 +18,10 @@ for ((i = 0; i < repeats; i++)); do
   $build/bench/bench_pool >>"$results"
   [ -x $build/bench/bench_copies ] && $build/bench/bench_copies >>"$results"
   [ -x $build/bench/bench_gpu ] && $build/bench/bench_gpu >>"$results"
+  # The Python module, with the interpreter it was built for.
+  python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' $build/CMakeCache.txt)
+  [ -n "$python" ] && [ -d $build/python/dlsync ] &&
+    PYTHONPATH=$build/python "$python" bench/bench_python.py >>"$results"
 done
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "machine: ${cpu:-unknown cpu}, $(nproc) cores, $(uname -sr); $repeats runs; $(date -u +%Y-%m-%d)"

@@ -9,6 +9,13 @@
 enum { DL_SYNC__MESSAGE_SIZE = 512 };
 
 static _Thread_local char last_message[DL_SYNC__MESSAGE_SIZE];
+/* Set while a question is answered (dl_sync__quiet): the failures it finds are not the
+   caller's, and a call that does not fail writes nothing. */
+static _Thread_local int quiet;
+
+void dl_sync__quiet(int on) {
+  quiet = on;
+}
 
 const char *dl_sync_last_error(void) {
   return last_message[0] != '\0' ? last_message : "no error";
@@ -41,6 +48,7 @@ const char *dl_sync_python_exception(int status) {
 }
 
 int dl_sync__error(int status, const char *fmt, ...) {
+  if (quiet) return status;
   va_list args;
   va_start(args, fmt);
   vsnprintf(last_message, sizeof last_message, fmt, args);
@@ -50,6 +58,7 @@ int dl_sync__error(int status, const char *fmt, ...) {
 
 /* Puts text (n bytes) in front of the message, which is cut at the buffer's end. */
 static void prepend(const char *text, size_t n) {
+  if (quiet) return;
   size_t kept = strlen(last_message);
   if (n >= sizeof last_message) n = sizeof last_message - 1;
   if (kept > sizeof last_message - 1 - n) kept = sizeof last_message - 1 - n;

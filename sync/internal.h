@@ -55,6 +55,8 @@ DL_SYNC__COLD int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync
 /* The same for a call named call. */
 DL_SYNC__COLD int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call,
                                               int code, DLDevice device);
+/* While on, failures write no message: for calls that only ask what a call would do. */
+void dl_sync__quiet(int on);
 /* Puts "what: " (formatted) in front of this thread's message; returns status. */
 DL_SYNC__COLD int dl_sync__error_context(int status, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 /* A public function's result: a failure's message gets "func: " in front. */

@@ -200,8 +200,8 @@ int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
 /* A valid device of a family with streams: the stream argument is then read by the table
    alone. */
 static int streams_on(DLDevice device) {
-  int family = dl_sync__family(device.device_type);
-  return (family == DL_SYNC__FAMILY_CUDA || family == DL_SYNC__FAMILY_ROCM) &&
+  uint32_t type = (uint32_t)device.device_type;
+  return type < 32 && ((DL_SYNC__CUDA_TYPES | DL_SYNC__ROCM_TYPES) >> type & 1u) &&
          device.device_id >= 0 && device.device_id < DL_SYNC_MAX_DEVICES;
 }
 
@@ -217,18 +217,30 @@ static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
           (names_a_handle(consumer) && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
-static int export_through_backend(dl_sync_stream producer, dl_sync_stream_arg consumer) {
-  dl_sync_stream consumer_stream = {producer.device, (void *)(uintptr_t)consumer.value};
-  if (!streams_on(producer.device) || !names_a_handle(consumer)) {
+/* The consumer's stream, read from the table alone; *needs_order is 0 when there is
+   nothing to order (-1, a device without streams, the producer's own stream). */
+static int resolve(dl_sync_stream *producer, dl_sync_stream_arg consumer,
+                   dl_sync_stream *consumer_stream, int *needs_order) {
+  *consumer_stream = (dl_sync_stream){producer->device, (void *)(uintptr_t)consumer.value};
+  *needs_order = 0;
+  if (!streams_on(producer->device) || !names_a_handle(consumer)) {
     int needs_sync = 0;
-    int status = dl_sync__stream_from_arg(producer.device, consumer, &consumer_stream, &needs_sync);
+    int status = dl_sync__stream_from_arg(producer->device, consumer, consumer_stream, &needs_sync);
     if (status != DL_SYNC_OK || !needs_sync) return status;
   }
   /* The device is valid now, and the consumer's is the producer's. */
-  producer = dl_sync_stream_view(producer.device, producer.handle);
-  if (producer.handle == consumer_stream.handle) return DL_SYNC_OK;
+  *producer = dl_sync_stream_view(producer->device, producer->handle);
+  *needs_order = producer->handle != consumer_stream->handle;
+  return DL_SYNC_OK;
+}
+
+static int export_through_backend(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  dl_sync_stream consumer_stream;
+  int needs_order = 0;
+  int status = resolve(&producer, consumer, &consumer_stream, &needs_order);
+  if (status != DL_SYNC_OK || !needs_order) return status;
   const dl_sync_backend *backend = NULL;
-  int status = dl_sync__backend_for(producer.device, &backend);
+  status = dl_sync__backend_for(producer.device, &backend);
   if (status != DL_SYNC_OK) return status;
   return order(backend, producer, consumer_stream, consumer.is_none);
 }
@@ -242,6 +254,17 @@ __attribute__((noinline)) DL_SYNC__FLATTEN static int export_named(dl_sync_strea
 
 int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
   return needs_no_sync(producer, consumer) ? DL_SYNC_OK : export_named(producer, consumer);
+}
+
+int dl_sync_export_calls_runtime(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  if (!streams_on(producer.device) || needs_no_sync(producer, consumer)) return 0;
+  if (names_a_handle(consumer)) return 1; /* another stream than the producer's */
+  dl_sync_stream consumer_stream;
+  int needs_order = 0;
+  dl_sync__quiet(1); /* an argument the export refuses is the export's to report */
+  int status = resolve(&producer, consumer, &consumer_stream, &needs_order);
+  dl_sync__quiet(0);
+  return status == DL_SYNC_OK && needs_order;
 }
 
 int dl_sync_set_capture_policy(int policy) {

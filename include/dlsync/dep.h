@@ -45,6 +45,15 @@ DL_SYNC_API int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst);
  */
 DL_SYNC_API int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer);
 
+/**
+ * 1 when dl_sync_export(producer, consumer) would call the runtime (it orders two
+ * streams); 0 when it would return without one: -1, a device without streams, the
+ * producer's own stream, or an argument it refuses. It calls nothing, never fails and
+ * writes no message. A binding holding an interpreter lock (Python's GIL) releases it
+ * around the export only when this says 1.
+ */
+DL_SYNC_API int dl_sync_export_calls_runtime(dl_sync_stream producer, dl_sync_stream_arg consumer);
+
 /** stream=None while the producer captures: DL_SYNC_ECAPTURE, saying what to pass instead. */
 #define DL_SYNC_CAPTURE_STRICT 0
 /** stream=None while the producer captures: no synchronization (PyTorch's choice). */

@@ -13,14 +13,20 @@ PyDoc_STRVAR(
     "whether the producer must order its work before it (False for -1 and for devices\n"
     "without streams). The table and the errors are those of ``export``.\n");
 
-static PyObject *py_stream_from_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
+static const char *const stream_from_arg_names[] = {"device", "stream"};
+static PyObject *stream_from_arg_interned[2];
+static const dl_sync_py_signature stream_from_arg_signature = {
+    "stream_from_arg", 2, stream_from_arg_names, stream_from_arg_interned};
+
+static PyObject *py_stream_from_arg(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.stream_from_arg";
-  static char *keywords[] = {"device", "stream", NULL};
-  PyObject *device_obj, *stream_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:stream_from_arg", keywords, &device_obj,
-                                   &stream_obj))
-    return NULL;
+  PyObject *scratch[2];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&stream_from_arg_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
+  PyObject *device_obj = arg_objs[0], *stream_obj = arg_objs[1];
   DLDevice device;
   dl_sync_stream_arg arg;
   if (dl_sync_py_device(func, device_obj, &device) != 0 ||
@@ -43,14 +49,20 @@ PyDoc_STRVAR(
     "default stream (None or 1) -> 1, its per-thread default stream -> 2, ROCm's null stream\n"
     "-> 0, other streams -> their handle, devices without streams -> None.\n");
 
-static PyObject *py_stream_to_arg(PyObject *module, PyObject *args, PyObject *kwargs) {
+static const char *const stream_to_arg_names[] = {"device", "stream"};
+static PyObject *stream_to_arg_interned[2];
+static const dl_sync_py_signature stream_to_arg_signature = {
+    "stream_to_arg", 2, stream_to_arg_names, stream_to_arg_interned};
+
+static PyObject *py_stream_to_arg(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.stream_to_arg";
-  static char *keywords[] = {"device", "stream", NULL};
-  PyObject *device_obj, *stream_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:stream_to_arg", keywords, &device_obj,
-                                   &stream_obj))
-    return NULL;
+  PyObject *scratch[2];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&stream_to_arg_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
+  PyObject *device_obj = arg_objs[0], *stream_obj = arg_objs[1];
   DLDevice device;
   void *handle = NULL;
   if (dl_sync_py_device(func, device_obj, &device) != 0 ||
@@ -64,9 +76,7 @@ static PyObject *py_stream_to_arg(PyObject *module, PyObject *args, PyObject *kw
 }
 
 PyMethodDef dl_sync_py_convention_methods[] = {
-    {"stream_from_arg", (PyCFunction)(void (*)(void))py_stream_from_arg,
-     METH_VARARGS | METH_KEYWORDS, stream_from_arg_doc},
-    {"stream_to_arg", (PyCFunction)(void (*)(void))py_stream_to_arg, METH_VARARGS | METH_KEYWORDS,
-     stream_to_arg_doc},
+    DL_SYNC_PY_FASTCALL("stream_from_arg", py_stream_from_arg, stream_from_arg_doc),
+    DL_SYNC_PY_FASTCALL("stream_to_arg", py_stream_to_arg, stream_to_arg_doc),
     {NULL, NULL, 0, NULL},
 };

@@ -33,31 +33,41 @@ PyDoc_STRVAR(
     "ValueError for a stream value the device does not accept (the message names the value\n"
     "and what is valid); BufferError when the tensor cannot be exported now (graph capture,\n"
     "no device or runtime, unsupported); MemoryError; RuntimeError when the runtime fails.\n"
-    "The GIL is released while dlsync runs.\n"
+    "The GIL is released only while dlsync calls the runtime.\n"
     "\n"
     "In a framework's ``__dlpack__``::\n"
     "\n"
     "    dlsync.export(self.__dlpack_device__(), self.stream, stream)\n"
     "    return self._capsule()\n");
 
-static PyObject *py_export(PyObject *module, PyObject *args, PyObject *kwargs) {
+static const char *const export_names[] = {"device", "producer_stream", "stream"};
+static PyObject *export_interned[3];
+static const dl_sync_py_signature export_signature = {"export", 3, export_names, export_interned};
+
+static PyObject *py_export(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.export";
-  static char *keywords[] = {"device", "producer_stream", "stream", NULL};
-  PyObject *device_obj, *producer_obj, *stream_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:export", keywords, &device_obj, &producer_obj,
-                                   &stream_obj))
-    return NULL;
+  PyObject *scratch[3];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&export_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
   DLDevice device;
   void *producer = NULL;
   dl_sync_stream_arg arg;
-  if (dl_sync_py_device(func, device_obj, &device) != 0 ||
-      dl_sync_py_stream_handle(func, "producer_stream", producer_obj, &producer) != 0 ||
-      dl_sync_py_stream_arg(func, stream_obj, &arg) != 0)
+  if (dl_sync_py_device(func, arg_objs[0], &device) != 0 ||
+      dl_sync_py_stream_handle(func, "producer_stream", arg_objs[1], &producer) != 0 ||
+      dl_sync_py_stream_arg(func, arg_objs[2], &arg) != 0)
     return NULL;
-  PyThreadState *thread = PyEval_SaveThread();
-  int status = dl_sync_export(dl_sync_stream_view(device, producer), arg);
-  PyEval_RestoreThread(thread);
+  dl_sync_stream view = dl_sync_stream_view(device, producer);
+  int status;
+  if (!dl_sync_export_calls_runtime(view, arg)) { /* -1, its own stream, no streams */
+    status = dl_sync_export(view, arg);
+  } else {
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_export(view, arg);
+    PyEval_RestoreThread(thread);
+  }
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
@@ -73,32 +83,42 @@ PyDoc_STRVAR(
     "\n"
     "Graph capture: src capturing and dst not (or dst the legacy default stream) raises\n"
     "BufferError; dst capturing and src not captures an external event wait.\n"
-    "The GIL is released while dlsync runs.\n");
+    "The GIL is released only while dlsync calls the runtime.\n");
 
-static PyObject *py_push_dep(PyObject *module, PyObject *args, PyObject *kwargs) {
+static const char *const push_dep_names[] = {"device", "src", "dst"};
+static PyObject *push_dep_interned[3];
+static const dl_sync_py_signature push_dep_signature = {"push_dep", 3, push_dep_names,
+                                                        push_dep_interned};
+
+static PyObject *py_push_dep(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.push_dep";
-  static char *keywords[] = {"device", "src", "dst", NULL};
-  PyObject *device_obj, *src_obj, *dst_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:push_dep", keywords, &device_obj, &src_obj,
-                                   &dst_obj))
-    return NULL;
+  PyObject *scratch[3];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&push_dep_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
   DLDevice device;
   void *src = NULL, *dst = NULL;
-  if (dl_sync_py_device(func, device_obj, &device) != 0 ||
-      dl_sync_py_stream_handle(func, "src", src_obj, &src) != 0 ||
-      dl_sync_py_stream_handle(func, "dst", dst_obj, &dst) != 0)
+  if (dl_sync_py_device(func, arg_objs[0], &device) != 0 ||
+      dl_sync_py_stream_handle(func, "src", arg_objs[1], &src) != 0 ||
+      dl_sync_py_stream_handle(func, "dst", arg_objs[2], &dst) != 0)
     return NULL;
-  PyThreadState *thread = PyEval_SaveThread();
-  int status = dl_sync_push_dep(dl_sync_stream_view(device, src), dl_sync_stream_view(device, dst));
-  PyEval_RestoreThread(thread);
+  dl_sync_stream from = dl_sync_stream_view(device, src), to = dl_sync_stream_view(device, dst);
+  int status;
+  if (from.handle == to.handle) { /* the same stream: nothing to order, no runtime call */
+    status = dl_sync_push_dep(from, to);
+  } else {
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_push_dep(from, to);
+    PyEval_RestoreThread(thread);
+  }
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
 
 PyMethodDef dl_sync_py_exchange_methods[] = {
-    {"export", (PyCFunction)(void (*)(void))py_export, METH_VARARGS | METH_KEYWORDS, export_doc},
-    {"push_dep", (PyCFunction)(void (*)(void))py_push_dep, METH_VARARGS | METH_KEYWORDS,
-     push_dep_doc},
+    DL_SYNC_PY_FASTCALL("export", py_export, export_doc),
+    DL_SYNC_PY_FASTCALL("push_dep", py_push_dep, push_dep_doc),
     {NULL, NULL, 0, NULL},
 };

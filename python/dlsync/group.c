@@ -28,7 +28,8 @@ static int producer_stream(const char *func, PyObject *item, DLDevice consumer_d
                            dl_sync_stream *out) {
   DLDevice device = consumer_device;
   PyObject *stream_obj = item;
-  if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 && PyTuple_Check(PyTuple_GET_ITEM(item, 0))) {
+  if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 &&
+      PyTuple_Check(PyTuple_GET_ITEM(item, 0))) {
     if (dl_sync_py_device(func, PyTuple_GET_ITEM(item, 0), &device) != 0) return -1;
     stream_obj = PyTuple_GET_ITEM(item, 1);
   }
@@ -71,14 +72,20 @@ static int add_producers(const char *func, dl_sync_group *group, PyObject *produ
   return result != 0 || PyErr_Occurred() ? -1 : 0;
 }
 
-static PyObject *py_group_wait(PyObject *module, PyObject *args, PyObject *kwargs) {
+static const char *const group_wait_names[] = {"device", "consumer", "producers"};
+static PyObject *group_wait_interned[3];
+static const dl_sync_py_signature group_wait_signature = {"group_wait", 3, group_wait_names,
+                                                          group_wait_interned};
+
+static PyObject *py_group_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.group_wait";
-  static char *keywords[] = {"device", "consumer", "producers", NULL};
-  PyObject *device_obj, *consumer_obj, *producers;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:group_wait", keywords, &device_obj,
-                                   &consumer_obj, &producers))
-    return NULL;
+  PyObject *scratch[3];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&group_wait_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
+  PyObject *device_obj = arg_objs[0], *consumer_obj = arg_objs[1], *producers = arg_objs[2];
   DLDevice device;
   void *consumer = NULL;
   if (dl_sync_py_device(func, device_obj, &device) != 0 ||
@@ -106,8 +113,7 @@ static PyObject *py_check_producer(PyObject *module, PyObject *item) {
 }
 
 PyMethodDef dl_sync_py_group_methods[] = {
-    {"group_wait", (PyCFunction)(void (*)(void))py_group_wait, METH_VARARGS | METH_KEYWORDS,
-     group_wait_doc},
+    DL_SYNC_PY_FASTCALL("group_wait", py_group_wait, group_wait_doc),
     {"_check_producer", py_check_producer, METH_O, "_check_producer(producer)"},
     {NULL, NULL, 0, NULL},
 };

@@ -14,6 +14,7 @@ static PyMethodDef *const areas[] = {
     dl_sync_py_runtime_methods,
     dl_sync_py_status_methods,
     dl_sync_py_release_methods,
+    dl_sync_py_null_backend_methods,
 };
 
 static int add_constants(PyObject *module) {

@@ -9,6 +9,30 @@
 
 #include "binding.h"
 
+/* A function's parameters, all required, for dl_sync_py_arguments (arguments.c). */
+typedef struct dl_sync_py_signature {
+  const char *name; /* as Python shows it: "export" */
+  Py_ssize_t count;
+  const char *const *names;
+  PyObject **interned; /* count slots, filled at the first call by keyword (the GIL guards) */
+} dl_sync_py_signature;
+
+/* The arguments of a METH_FASTCALL | METH_KEYWORDS call, in signature's order (borrowed):
+   args itself when all are positional, else matched into scratch (count slots). NULL with
+   TypeError, as CPython words it, for a call the signature does not take. */
+int dl_sync_py_match_keywords(const dl_sync_py_signature *signature, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames, PyObject **scratch);
+static inline PyObject *const *dl_sync_py_arguments(const dl_sync_py_signature *signature,
+                                                    PyObject *const *args, Py_ssize_t nargs,
+                                                    PyObject *kwnames, PyObject **scratch) {
+  if (kwnames == NULL && nargs == signature->count) return args; /* the common call */
+  return dl_sync_py_match_keywords(signature, args, nargs, kwnames, scratch) == 0 ? scratch : NULL;
+}
+
+/* A vectorcall function's method table entry. */
+#define DL_SYNC_PY_FASTCALL(name, function, doc) \
+  { name, (PyCFunction)(void (*)(void))(function), METH_FASTCALL | METH_KEYWORDS, doc }
+
 /* export, push_dep (exchange.c) */
 extern PyMethodDef dl_sync_py_exchange_methods[];
 /* stream_from_arg, stream_to_arg (conventions.c) */
@@ -21,6 +45,8 @@ extern PyMethodDef dl_sync_py_group_methods[];
 extern PyMethodDef dl_sync_py_runtime_methods[];
 /* tensor_release, release_poll (release.c) */
 extern PyMethodDef dl_sync_py_release_methods[];
+/* _null_backend, _time_export, _time_gil_release: dlsync.testing.NullBackend (null_backend.c) */
+extern PyMethodDef dl_sync_py_null_backend_methods[];
 /* _raise_status (status.c) */
 extern PyMethodDef dl_sync_py_status_methods[];
 

@@ -12,14 +12,35 @@ static const char *const versioned_name = "dltensor_versioned", *const legacy_na
    stream, or -1: nothing of the consumer's is pending) and marks the capsule used, as a
    consumer does when it takes the tensor. Returns RELEASED_NOW, RELEASED_ORDERED,
    RELEASE_DEFERRED or RELEASE_GRAPH. */
-static PyObject *py_tensor_release(PyObject *module, PyObject *args, PyObject *kwargs) {
+/* stream=-1: an int (or __index__ integer) equal to -1; any other value is a stream. */
+static int is_minus_one(PyObject *obj) {
+  PyObject *index = dl_sync_py_index(obj);
+  if (index == NULL) {
+    PyErr_Clear(); /* not an int: dl_sync_py_stream_handle says what it is */
+    return 0;
+  }
+  int overflow = 0;
+  long value = PyLong_AsLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  int failed = value == -1 && PyErr_Occurred() != NULL;
+  if (failed) PyErr_Clear();
+  return !failed && overflow == 0 && value == -1;
+}
+
+static const char *const tensor_release_names[] = {"tensor", "stream"};
+static PyObject *tensor_release_interned[2];
+static const dl_sync_py_signature tensor_release_signature = {
+    "tensor_release", 2, tensor_release_names, tensor_release_interned};
+
+static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames) {
   (void)module;
   static const char *const func = "dlsync.tensor_release";
-  static char *keywords[] = {"tensor", "stream", NULL};
-  PyObject *capsule, *stream_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:tensor_release", keywords, &capsule,
-                                   &stream_obj))
-    return NULL;
+  PyObject *scratch[2];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&tensor_release_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
+  PyObject *capsule = arg_objs[0], *stream_obj = arg_objs[1];
   int legacy = !PyCapsule_IsValid(capsule, versioned_name);
   if (legacy && !PyCapsule_IsValid(capsule, legacy_name))
     return PyErr_Format(PyExc_TypeError,
@@ -31,7 +52,7 @@ static PyObject *py_tensor_release(PyObject *module, PyObject *args, PyObject *k
   DLDevice device = legacy ? ((DLManagedTensor *)tensor)->dl_tensor.device
                            : ((DLManagedTensorVersioned *)tensor)->dl_tensor.device;
   void *stream = NULL;
-  if (PyLong_Check(stream_obj) && PyLong_AsLongLong(stream_obj) == -1)
+  if (is_minus_one(stream_obj))
     stream = DL_SYNC_STREAM_NOTHING_PENDING;
   else if (stream_obj != Py_None &&
            dl_sync_py_stream_handle(func, "stream", stream_obj, &stream) != 0)
@@ -58,8 +79,9 @@ static PyObject *py_release_poll(PyObject *module, PyObject *unused) {
 }
 
 PyMethodDef dl_sync_py_release_methods[] = {
-    {"tensor_release", (PyCFunction)(void (*)(void))py_tensor_release, METH_VARARGS | METH_KEYWORDS,
-     "tensor_release(tensor, stream): release a DLPack capsule's tensor after stream's work"},
+    DL_SYNC_PY_FASTCALL(
+        "tensor_release", py_tensor_release,
+        "tensor_release(tensor, stream): release a DLPack capsule's tensor after stream's work"),
     {"release_poll", py_release_poll, METH_NOARGS,
      "release_poll(): run the deleters of the deferred releases that are done"},
     {NULL, NULL, 0, NULL},

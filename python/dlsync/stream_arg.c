@@ -35,6 +35,18 @@ static int int32_item(const char *func, PyObject *device, Py_ssize_t index, cons
 }
 
 int dl_sync_py_device(const char *func, PyObject *obj, DLDevice *out) {
+  /* What __dlpack_device__() returns: a tuple of two ints, read without conversions. */
+  if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == 2 &&
+      PyLong_CheckExact(PyTuple_GET_ITEM(obj, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
+    int overflow_type = 0, overflow_id = 0;
+    long type = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(obj, 0), &overflow_type);
+    long id = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(obj, 1), &overflow_id);
+    if (!overflow_type && !overflow_id && type >= INT32_MIN && type <= INT32_MAX &&
+        id >= INT32_MIN && id <= INT32_MAX) {
+      *out = (DLDevice){(DLDeviceType)type, (int32_t)id};
+      return 0;
+    }
+  }
   if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
     PyErr_Format(PyExc_TypeError,
                  "%s: device=%R: expected a (device_type, device_id) tuple, as "
@@ -54,6 +66,14 @@ int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *o
   if (obj == Py_None) {
     *out = dl_sync_stream_arg_none();
     return 0;
+  }
+  if (PyLong_CheckExact(obj)) {
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (!overflow) {
+      *out = dl_sync_stream_arg_int(value);
+      return 0;
+    }
   }
   /* Any int, numpy's included (__index__); a bool is a mistake, not stream 1. */
   PyObject *index = dl_sync_py_index(obj);

@@ -36,8 +36,16 @@ static int handle_from_index(const char *func, const char *what, const char *sou
   return 0;
 }
 
-static int handle_from_int(const char *func, const char *what, const char *source,
-                           PyObject *given, void **out) {
+static int handle_from_int(const char *func, const char *what, const char *source, PyObject *given,
+                           void **out) {
+  if (PyLong_CheckExact(given)) { /* the common case, read at once */
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(given, &overflow);
+    if (overflow == 0 && value >= 0 && (unsigned long long)value <= UINTPTR_MAX) {
+      *out = (void *)(uintptr_t)value;
+      return 0;
+    }
+  }
   PyObject *value = dl_sync_py_index(given);
   if (value == NULL) {
     if (PyErr_Occurred()) return -1;
@@ -48,6 +56,33 @@ static int handle_from_int(const char *func, const char *what, const char *sourc
   int rc = handle_from_index(func, what, source, value, out);
   Py_DECREF(value);
   return rc;
+}
+
+/* What __cuda_stream__() returned: (version, address), version 0. */
+static int handle_from_protocol_result(const char *func, const char *what, PyObject *obj,
+                                       PyObject *result, void **out) {
+  if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: %s: %.100s.__cuda_stream__() returned %R: expected a (version, address) "
+                 "tuple",
+                 func, what, Py_TYPE(obj)->tp_name, result);
+    return -1;
+  }
+  PyObject *version = PyTuple_GET_ITEM(result, 0);
+  int overflow = 0;
+  long long v = PyLong_Check(version) && !PyBool_Check(version)
+                    ? PyLong_AsLongLongAndOverflow(version, &overflow)
+                    : -1;
+  if (v != CUDA_STREAM_PROTOCOL_VERSION || overflow != 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError,
+                 "%s: %s: %.100s.__cuda_stream__() speaks protocol version %R: dlsync "
+                 "understands version %d",
+                 func, what, Py_TYPE(obj)->tp_name, version, CUDA_STREAM_PROTOCOL_VERSION);
+    return -1;
+  }
+  return handle_from_int(func, what, "the address from __cuda_stream__()",
+                         PyTuple_GET_ITEM(result, 1), out);
 }
 
 static int from_cuda_stream_protocol(const char *func, const char *what, PyObject *obj,
@@ -61,47 +96,65 @@ static int from_cuda_stream_protocol(const char *func, const char *what, PyObjec
   }
   PyObject *result = PyObject_CallNoArgs(method);
   if (result == NULL) return -1;
-  int rc = -1;
-  if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-    PyErr_Format(PyExc_TypeError,
-                 "%s: %s: %.100s.__cuda_stream__() returned %R: expected a (version, address) "
-                 "tuple",
-                 func, what, Py_TYPE(obj)->tp_name, result);
-  } else {
-    PyObject *version = PyTuple_GET_ITEM(result, 0);
-    int overflow = 0;
-    long long v = PyLong_Check(version) && !PyBool_Check(version)
-                      ? PyLong_AsLongLongAndOverflow(version, &overflow)
-                      : -1;
-    if (v != CUDA_STREAM_PROTOCOL_VERSION || overflow != 0) {
-      PyErr_Clear();
-      PyErr_Format(PyExc_ValueError,
-                   "%s: %s: %.100s.__cuda_stream__() speaks protocol version %R: dlsync "
-                   "understands version %d",
-                   func, what, Py_TYPE(obj)->tp_name, version, CUDA_STREAM_PROTOCOL_VERSION);
-    } else {
-      rc = handle_from_int(func, what, "the address from __cuda_stream__()",
-                           PyTuple_GET_ITEM(result, 1), out);
-    }
-  }
+  int rc = handle_from_protocol_result(func, what, obj, result, out);
   Py_DECREF(result);
   return rc;
 }
 
-/* The protocols, in the order they are tried. */
+/* The protocols, in the order they are tried, and how messages name their values. */
 static const char *const protocol_names[] = {"__cuda_stream__", "cuda_stream", "ptr"};
+static const char *const protocol_sources[] = {"its __cuda_stream__()", "its .cuda_stream",
+                                               "its .ptr"};
 enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
 static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
 
-/* obj's protocol attribute into *attr (NULL when absent, which is not an error). The
-   lookup that does not raise AttributeError matters: a PyTorch stream is found on the
-   second try, and an exception made and cleared per call would cost more than the rest
-   of export. */
-static int protocol_attr(PyObject *obj, size_t protocol, PyObject **attr) {
-  if (protocol_keys[protocol] == NULL) {
-    protocol_keys[protocol] = PyUnicode_InternFromString(protocol_names[protocol]);
-    if (protocol_keys[protocol] == NULL) return -1;
+static int intern_protocol_keys(void) {
+  for (size_t i = 0; i < PROTOCOLS; i++)
+    if (protocol_keys[i] == NULL &&
+        (protocol_keys[i] = PyUnicode_InternFromString(protocol_names[i])) == NULL)
+      return -1;
+  return 0;
+}
+
+/* The handle from protocol i's attribute: __cuda_stream__ is called, the others are ints. */
+static int from_protocol(const char *func, const char *what, PyObject *obj, size_t i,
+                         PyObject *attr, void **out) {
+  if (i == 0) return from_cuda_stream_protocol(func, what, obj, attr, out);
+  return handle_from_int(func, what, protocol_sources[i], attr, out);
+}
+
+/* Most stream classes define their protocol on the type (a method, a property, a member
+   of a C or Cython class): found there, it is read without a miss on the instance, and a
+   __cuda_stream__ method is called without making a bound method. 1 when the type had
+   one, 0 when not, -1 on error. */
+static int from_type_protocol(const char *func, const char *what, PyObject *obj, void **out) {
+  for (size_t i = 0; i < PROTOCOLS; i++) {
+    PyObject *descriptor = _PyType_Lookup(Py_TYPE(obj), protocol_keys[i]); /* borrowed */
+    if (descriptor == NULL) continue;
+    int rc;
+#if PY_VERSION_HEX >= 0x03090000
+    if (i == 0 && (PyFunction_Check(descriptor) || Py_IS_TYPE(descriptor, &PyMethodDescr_Type))) {
+      PyObject *result = PyObject_VectorcallMethod(protocol_keys[0], &obj,
+                                                   1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+      if (result == NULL) return -1;
+      rc = handle_from_protocol_result(func, what, obj, result, out);
+      Py_DECREF(result);
+      return rc < 0 ? -1 : 1;
+    }
+#endif
+    PyObject *attr = PyObject_GetAttr(obj, protocol_keys[i]);
+    if (attr == NULL) return -1;
+    rc = from_protocol(func, what, obj, i, attr, out);
+    Py_DECREF(attr);
+    return rc < 0 ? -1 : 1;
   }
+  return 0;
+}
+
+/* obj's protocol attribute into *attr (NULL when absent, which is not an error). The
+   lookup that does not raise AttributeError matters: an exception made and cleared per
+   call would cost more than the rest of export. */
+static int protocol_attr(PyObject *obj, size_t protocol, PyObject **attr) {
 #if PY_VERSION_HEX >= 0x030D0000
   return PyObject_GetOptionalAttr(obj, protocol_keys[protocol], attr) < 0 ? -1 : 0;
 #else
@@ -119,19 +172,15 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     return -1;
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
-
+  if (intern_protocol_keys() != 0) return -1;
+  int found = from_type_protocol(func, what, obj, out);
+  if (found != 0) return found < 0 ? -1 : 0;
+  /* Instance attributes, and classes with __getattr__. */
   for (size_t i = 0; i < PROTOCOLS; i++) {
     PyObject *attr = NULL;
     if (protocol_attr(obj, i, &attr) != 0) return -1;
     if (attr == NULL) continue;
-    int rc;
-    if (i == 0) {
-      rc = from_cuda_stream_protocol(func, what, obj, attr, out);
-    } else {
-      char source[64];
-      PyOS_snprintf(source, sizeof source, "its .%s", protocol_names[i]);
-      rc = handle_from_int(func, what, source, attr, out);
-    }
+    int rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);
     return rc;
   }

@@ -35,9 +35,17 @@ NumPy arrays); the simulator keeps them alive until it is closed.
 """
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ._dlsync import _sim
+from ._dlsync import _null_backend, _sim, _time_export, _time_gil_release
 
-__all__ = ["CUDA_DEVICE_TYPES", "ROCM_DEVICE_TYPES", "Gate", "SimulatedDevice", "Stream", "StreamOrderedPool"]
+__all__ = [
+    "CUDA_DEVICE_TYPES",
+    "ROCM_DEVICE_TYPES",
+    "Gate",
+    "NullBackend",
+    "SimulatedDevice",
+    "Stream",
+    "StreamOrderedPool",
+]
 
 CUDA_DEVICE_TYPES = (2, 3, 13)
 """kDLCUDA, kDLCUDAHost, kDLCUDAManaged."""
@@ -269,3 +277,29 @@ class SimulatedDevice:
         _sim.device_synchronize()
         if _sim.race_count():
             raise AssertionError(f"dlsync.testing: races on the simulated device:\n{_sim.race_report()}")
+
+
+class NullBackend:
+    """A backend behind kDLCUDA whose runtime calls return at once, for benchmarks: what
+    is timed is dlsync's own work, not a runtime's or the simulator's. It orders nothing
+    (any int > 2 is a stream); leaving the block brings the default backend back::
+
+        with dlsync.testing.NullBackend() as null:
+            timeit.timeit(lambda: dlsync.export((2, 0), 5, 6))
+            null.time_export((2, 0), 5, 6)   # the C call alone, ns per call
+    """
+
+    def __enter__(self) -> "NullBackend":
+        _null_backend(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _null_backend(False)
+
+    def time_export(self, device: Tuple[int, int], producer_stream: Any, stream: Optional[int], n: int = 100000) -> float:
+        """Nanoseconds per ``dl_sync_export`` call, ``n`` calls in a C loop."""
+        return float(_time_export(device, producer_stream, stream, n))
+
+    def time_gil_release(self, n: int = 100000) -> float:
+        """Nanoseconds per release and retake of the GIL, ``n`` in a C loop."""
+        return float(_time_gil_release(n))

@@ -48,7 +48,8 @@ mkdir "$scratch/unpacked"
 tar -xzf "$sdist" -C "$scratch/unpacked"
 tree=$(ls -d "$scratch"/unpacked/dlsync-*)
 for f in setup.py pyproject.toml include/dlsync/version.h include/dlsync/dlsync.h sync/exchange.c \
-  sync/sim/race.c dlsync/include/dlsync.pxd dlsync/include/dlsync_testing.h dlsync/binding.h \
+  sync/sim/race.c dlsync/include/dlsync.pxd dlsync/include/dlsync_testing.h dlsync/include/dlsync_python.h \
+  dlsync/binding.h \
   dlsync/exports.map; do
   [ -f "$tree/$f" ] || { echo "FAIL: the sdist lacks $f" >&2; exit 1; }
 done
@@ -69,7 +70,7 @@ import os, sys, zipfile
 wheel, source = sys.argv[1:]
 names = zipfile.ZipFile(wheel).namelist()
 need = ["dlsync/__init__.py", "dlsync/testing.py", "dlsync/_dlsync.pyi", "dlsync/py.typed",
-        "dlsync/include/dlsync.pxd", "dlsync/include/dlsync_testing.h",
+        "dlsync/include/dlsync.pxd", "dlsync/include/dlsync_testing.h", "dlsync/include/dlsync_python.h",
         "dlsync/include/dlsync/dlsync.h", "dlsync/include/dlsync/version.h",
         "dlsync/include/dlsync/backend.h", "dlsync/lib/libdlsync.a"]
 missing = [n for n in need if n not in names]
@@ -114,7 +115,7 @@ include=$(PYTHONPATH="$scratch/site" "$python" -c "import dlsync; print(dlsync.g
 py_include=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 if command -v c++ >/dev/null; then
   c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$include" -I"$py_include" header_check.cpp
-  echo "dlsync_testing.h: compiles as C++17"
+  echo "dlsync_testing.h and dlsync_python.h: compile as C++17"
 fi
 PYTHONPATH="$scratch/site:$scratch/producers" "$python" -m unittest -v test_producers \
   >"$scratch/test_producers.log" 2>&1 || { cat "$scratch/test_producers.log"; exit 1; }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """dlsync's Python API without a device: every cell of the stream table, the exception
 kinds and messages, the stream-object protocols and the capture policy."""
+import types
 import unittest
 
 import dlsync
@@ -168,7 +169,26 @@ class ArgumentTypes(unittest.TestCase):
 
     def test_keywords(self):
         dlsync.export(device=(1, 0), producer_stream=None, stream=None)
+        dlsync.export((1, 0), stream=None, producer_stream=None)
         self.assertEqual(dlsync.stream_from_arg(device=(2, 0), stream=2), (2, True))
+        # Keywords built at run time are not interned: matched by value.
+        self.assertEqual(dlsync.stream_from_arg(**{"dev" + "ice": (2, 0), "str" + "eam": 2}), (2, True))
+
+    def test_calls_the_signature_does_not_take(self):
+        for call, message in [
+            (lambda: dlsync.export((1, 0), None), r"export\(\) missing required argument 'stream' \(pos 3\)"),
+            (lambda: dlsync.export((1, 0), None, None, None), r"export\(\) takes 3 positional arguments but 4 were given"),
+            (lambda: dlsync.export((1, 0), None, strem=None), r"export\(\) got an unexpected keyword argument 'strem'"),
+            (lambda: dlsync.export((1, 0), None, None, device=(1, 0)),
+             r"export\(\) got multiple values for argument 'device'"),
+            (lambda: dlsync.push_dep((2, 0), src=1), r"push_dep\(\) missing required argument 'dst'"),
+            (lambda: dlsync.group_wait(), r"group_wait\(\) missing required argument 'device' \(pos 1\)"),
+            (lambda: dlsync.stream_to_arg((2, 0), 1, 2), r"stream_to_arg\(\) takes 2 positional"),
+            (lambda: dlsync.tensor_release(tensor=None, stream=1, extra=2), r"unexpected keyword argument 'extra'"),
+        ]:
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(TypeError, message):
+                    call()
 
 
 class CudaStreamV0:
@@ -207,6 +227,42 @@ class TorchAndCuPy:
         self.ptr = address + 4096
 
 
+class SlotsStream:
+    """.ptr as a member of the type, as a Cython class's attribute."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, address):
+        self.ptr = address
+
+
+class PropertyStream:
+    def __init__(self, address):
+        self._address = address
+
+    @property
+    def cuda_stream(self):
+        return self._address
+
+
+class DynamicStream:
+    """Attributes from __getattr__: only the generic lookup finds them."""
+
+    def __init__(self, address):
+        self._address = address
+
+    def __getattr__(self, name):
+        if name == "ptr":
+            return self._address
+        raise AttributeError(name)
+
+
+class FailingProperty:
+    @property
+    def ptr(self):
+        raise RuntimeError("no stream yet")
+
+
 class StreamObjects(unittest.TestCase):
     """Each protocol yields the handle, observed through stream_to_arg (handles > 2 come
     back as themselves)."""
@@ -220,6 +276,15 @@ class StreamObjects(unittest.TestCase):
         self.assertEqual(self.handle(TorchLikeStream(HANDLE)), HANDLE)
         self.assertEqual(self.handle(CuPyLikeStream(HANDLE)), HANDLE)
         self.assertEqual(self.handle(None), 1)  # the default stream: legacy on CUDA
+
+    def test_on_the_type_or_on_the_instance(self):
+        self.assertEqual(self.handle(SlotsStream(HANDLE)), HANDLE)
+        self.assertEqual(self.handle(PropertyStream(HANDLE)), HANDLE)
+        self.assertEqual(self.handle(DynamicStream(HANDLE)), HANDLE)
+        only_the_instance = types.SimpleNamespace(__cuda_stream__=lambda: (0, HANDLE))
+        self.assertEqual(self.handle(only_the_instance), HANDLE)
+        with self.assertRaisesRegex(RuntimeError, "no stream yet"):
+            self.handle(FailingProperty())
 
     def test_cuda_stream_protocol_comes_first(self):
         self.assertEqual(self.handle(EveryProtocol(HANDLE)), HANDLE)

@@ -189,9 +189,14 @@ class Capture(unittest.TestCase):
         with dlsync.testing.SimulatedDevice() as sim:
             producer, consumer = sim.stream(), sim.stream()
             dlsync.export((2, 0), producer, consumer.handle)
+            dlsync.export((2, 0), producer, None)  # the legacy stream, read by the table
+            dlsync.export((2, 0), producer, 2)  # the per-thread stream
+            dlsync.export((2, 0), None, consumer.handle)
             dlsync.push_dep((2, 0), consumer, producer)
             with dlsync.Group((2, 0), consumer) as group:
                 group.add(producer)
+            pool = dlsync.testing.StreamOrderedPool(64)
+            dlsync.tensor_release(pool.export(pool.alloc(producer), producer), consumer)
             self.assertEqual(sim.runtime_calls_holding_the_gil, 0)
 
     def test_an_invalidated_capture_is_not_capturing(self):

@@ -98,6 +98,12 @@ def simulated() -> None:
         assert ran == 1, ran
         assert dlsync.tensor_release(pool.export(pool.alloc(a), a), -1) == dlsync.RELEASED_NOW
         pool.free(pool.alloc(a), a)
+    with dlsync.testing.NullBackend() as null:
+        dlsync.export((2, 0), 5, 6)
+        per_call: float = null.time_export((2, 0), 5, 6, 10)
+        assert per_call > 0, per_call
+        switch: float = null.time_gil_release(10)
+        assert switch > 0, switch
     rocm = dlsync.testing.SimulatedDevice(dlsync.testing.ROCM_DEVICE_TYPES).open()
     rocm.close(check=True)
 

@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <dlsync/dlsync.h>
+#include <dlsync_python.h>
 #include <dlsync_testing.h>
 
 /* export(device, producer_stream, stream): dl_sync_export on this copy. */
@@ -28,14 +29,7 @@ static PyObject *py_export(PyObject *module, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS
   status = dl_sync_export(dl_sync_stream_view(device, (void *)producer), arg);
   Py_END_ALLOW_THREADS
-  if (status != DL_SYNC_OK) {
-    const char *kind = dl_sync_python_exception(status);
-    PyErr_SetString(kind[0] == 'V' ? PyExc_ValueError
-                    : kind[0] == 'B' ? PyExc_BufferError
-                                     : PyExc_RuntimeError,
-                    dl_sync_last_error());
-    return NULL;
-  }
+  if (status != DL_SYNC_OK) return dl_sync_python_raise(status);
   Py_RETURN_NONE;
 }
 

@@ -142,6 +142,13 @@ class Producers(unittest.TestCase):
         with self.assertRaises(ValueError):  # a capsule of another kind
             c_producer.use_simulated_device(np.zeros(1).__dlpack__())
 
+    def test_statuses_become_exceptions_with_dlsyncs_message(self):
+        # dlsync_python.h's dl_sync_python_raise, in the C producer's export.
+        with self.assertRaisesRegex(ValueError, r"dl_sync_export: stream=0 is ambiguous"):
+            c_producer.export((2, 0), 0, 0)
+        with self.assertRaisesRegex(ValueError, r"dl_sync_export: device has unknown device type 99"):
+            c_producer.export((99, 0), 0, None)
+
 
 if __name__ == "__main__":
     unittest.main()

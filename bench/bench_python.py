@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What dlsync adds to a Python __dlpack__: each call of the module next to a bare Python
+function called with the same arguments, measured side by side in interleaved rounds
+(medians), on the null backend (dlsync.testing.NullBackend), so that no runtime and no
+simulator is timed. Prints bench/run.sh's lines: figure, value, unit.
+
+  - ratio of a no-sync export (a device without streams, -1, the producer's own stream)
+    to the bare call: the target is at most 1.5; a stream object, at most 2;
+  - cross-stream export: what the Python call adds to the C call it makes, in ns
+    (target: at most 30), with the GIL's release and retake (which a call that reaches the
+    runtime pays, so that other threads run meanwhile) measured beside it;
+  - the same no-sync export beside a CPU-bound Python thread, against the bare call
+    there: a call that keeps the GIL pays no switch.
+"""
+import statistics
+import threading
+import timeit
+
+import dlsync
+import dlsync.testing
+
+CPU, CUDA = (1, 0), (2, 0)
+A, B = 0x5000, 0x6000  # stream handles: the null backend orders nothing
+
+
+class CudaStream:
+    """A stream object with the CUDA stream protocol (cuda.core's)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def bare(device, producer_stream, stream):
+    pass
+
+
+class PtrStream:
+    """A stream object with a .ptr member on its type, as CuPy's Cython class has."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, handle):
+        self.ptr = handle
+
+
+STREAM, PTR = CudaStream(A), PtrStream(A)
+# (figure, call, baseline): each timed with the same arguments.
+RATIOS = [
+    ("export(cpu, None, None)", "export(CPU, None, None)", "bare(CPU, None, None)"),
+    ("export(cuda, h, -1)", "export(CUDA, A, -1)", "bare(CUDA, A, -1)"),
+    ("export(cuda, h, h) same stream", "export(CUDA, A, A)", "bare(CUDA, A, A)"),
+    ("export(cuda, __cuda_stream__ in Python, -1)", "export(CUDA, STREAM, -1)",
+     "bare(CUDA, STREAM, -1)"),
+    ("export(cuda, .ptr, -1)", "export(CUDA, PTR, -1)", "bare(CUDA, PTR, -1)"),
+    ("export(...) by keyword, -1", "export(device=CUDA, producer_stream=A, stream=-1)",
+     "bare(device=CUDA, producer_stream=A, stream=-1)"),
+]
+NAMES = {"export": dlsync.export, "bare": bare, "CPU": CPU, "CUDA": CUDA, "A": A, "B": B,
+         "STREAM": STREAM, "PTR": PTR}
+
+
+def per_call_ns(statement, number):
+    return timeit.Timer(statement, globals=NAMES).timeit(number) / number * 1e9
+
+
+def rounds(statements, number, count):
+    """Median ns per call of each statement, the statements interleaved in every round."""
+    samples = {s: [] for s in statements}
+    for _ in range(count):
+        for s in statements:
+            samples[s].append(per_call_ns(s, number))
+    return {s: statistics.median(v) for s, v in samples.items()}
+
+
+def emit(figure, value, unit):
+    print(f"python: {figure}\t{value:.2f}\t{unit}")
+
+
+def main():
+    number, count = 200000, 7
+    with dlsync.testing.NullBackend() as null:
+        statements = [s for _, call, base in RATIOS for s in (call, base)]
+        statements.append("export(CUDA, A, B)")
+        medians = rounds(statements, number, count)
+        for figure, call, base in RATIOS:
+            emit(f"{figure} / bare call", medians[call] / medians[base], "ratio")
+        c_call = statistics.median(null.time_export(CUDA, A, B, number) for _ in range(count))
+        gil = statistics.median(null.time_gil_release(number) for _ in range(count))
+        cross = medians["export(CUDA, A, B)"]
+        emit("export(cuda, h, h2) cross-stream", cross, "ns")
+        emit("dl_sync_export cross-stream, C loop", c_call, "ns")
+        emit("GIL release and retake, C loop", gil, "ns")
+        emit("bare call", medians["bare(CUDA, A, -1)"], "ns")
+        emit("export(cuda, h, h2) beyond its C call", cross - c_call, "ns")
+        emit("export(cuda, h, h2) beyond its C call and the GIL switch", cross - c_call - gil, "ns")
+
+        # Beside a CPU-bound thread: a call that gave the GIL away waits for it back.
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                pass
+
+        thread = threading.Thread(target=spin)
+        thread.start()
+        try:
+            # Long loops: the threads trade the GIL every switch interval (5 ms).
+            busy = rounds(["export(CUDA, A, -1)", "bare(CUDA, A, -1)"], number * 5, count)
+        finally:
+            stop.set()
+            thread.join()
+        emit("export(cuda, h, -1) beside a busy thread / bare call there",
+             busy["export(CUDA, A, -1)"] / busy["bare(CUDA, A, -1)"], "ratio")
+
+
+if __name__ == "__main__":
+    main()
