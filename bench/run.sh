@@ -19,7 +19,7 @@ for ((i = 0; i < repeats; i++)); do
   [ -x $build/bench/bench_copies ] && $build/bench/bench_copies >>"$results"
   [ -x $build/bench/bench_gpu ] && $build/bench/bench_gpu >>"$results"
   # The Python module, with the interpreter it was built for.
-  python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' $build/CMakeCache.txt)
+  python=$(sed -n 's/^_\{0,1\}Python3_EXECUTABLE:[A-Z]*=//p' $build/CMakeCache.txt | head -n 1)
   [ -n "$python" ] && [ -d $build/python/dlsync ] &&
     PYTHONPATH=$build/python "$python" bench/bench_python.py >>"$results"
 done

@@ -24,8 +24,11 @@ from setuptools.command.sdist import sdist
 
 try:
     from setuptools.command.bdist_wheel import bdist_wheel
-except ImportError:  # setuptools before 70.1: the wheel package's
-    from wheel.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools before 70.1: the wheel package's, where it is installed
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:  # none: build_backend/dlsync_build.py writes the wheel
+        bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # What the sdist copies in from a checkout, as folders next to setup.py.
@@ -161,21 +164,51 @@ class Sdist(sdist):
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-class BdistWheel(bdist_wheel):
-    """Puts LICENSE into the wheel's .dist-info from a checkout too (one level up)."""
+COMMANDS = {"build_py": BuildPy, "build_ext": BuildExt, "sdist": Sdist}
+if bdist_wheel is not None:
 
-    @property
-    def license_paths(self):
-        paths = [os.path.join(ROOT, name) for name in LICENSE_FILES]
-        return [p for p in paths if os.path.isfile(p)]
+    class BdistWheel(bdist_wheel):
+        """Puts LICENSE into the wheel's .dist-info from a checkout too (one level up)."""
+
+        @property
+        def license_paths(self):
+            paths = [os.path.join(ROOT, name) for name in LICENSE_FILES]
+            return [p for p in paths if os.path.isfile(p)]
+
+    COMMANDS["bdist_wheel"] = BdistWheel
 
 
 # Temporary build and egg-info folders (the command line and setup.cfg still win).
 BUILD_BASE = tempfile.mkdtemp(prefix="dlsync-build-")
 atexit.register(shutil.rmtree, BUILD_BASE, True)
 
+def long_description():
+    with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
 setup(
+    name="dlsync",
     version=version(),
+    description="Stream synchronization around DLPack exchange on CUDA and ROCm, for __dlpack__ in Python",
+    long_description=long_description(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    license="Apache-2.0",
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Programming Language :: C",
+        "Programming Language :: Cython",
+        "Programming Language :: Python :: 3",
+        "Operating System :: POSIX :: Linux",
+        "Typing :: Typed",
+    ],
+    packages=["dlsync"],
+    # Python files, stubs and the built extension, and for producers in C, C++ or Cython
+    # the headers, dlsync.pxd and libdlsync.a (BuildPy and BuildExt add the library's
+    # headers and the archive); the extension's own C sources stay in the sdist.
+    include_package_data=False,
+    package_data={"dlsync": ["*.pyi", "py.typed", "include/*.pxd", "include/*.h"]},
     ext_modules=[
         Extension(
             "dlsync._dlsync",
@@ -188,6 +221,6 @@ setup(
             extra_link_args=["-Wl,--version-script=" + rel(os.path.join(HERE, "dlsync", "exports.map"))],
         )
     ],
-    cmdclass={"build_py": BuildPy, "build_ext": BuildExt, "sdist": Sdist, "bdist_wheel": BdistWheel},
+    cmdclass=COMMANDS,
     options={"build": {"build_base": BUILD_BASE}, "egg_info": {"egg_base": BUILD_BASE}},
 )

@@ -50,8 +50,14 @@ static struct PyModuleDef module_def = {
     .m_size = -1,
 };
 
-PyMODINIT_FUNC PyInit__dlsync(void);
-PyMODINIT_FUNC PyInit__dlsync(void) {
+#if PY_VERSION_HEX < 0x03090000 && defined(__GNUC__)
+/* Before 3.9, PyMODINIT_FUNC leaves the function to -fvisibility=hidden. */
+#define DL_SYNC_PY_INIT __attribute__((visibility("default"))) PyMODINIT_FUNC
+#else
+#define DL_SYNC_PY_INIT PyMODINIT_FUNC
+#endif
+DL_SYNC_PY_INIT PyInit__dlsync(void);
+DL_SYNC_PY_INIT PyInit__dlsync(void) {
   PyObject *module = PyModule_Create(&module_def);
   if (module == NULL) return NULL;
   for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)

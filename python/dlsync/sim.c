@@ -230,7 +230,7 @@ typedef struct pool_tensor {
 static void pool_tensor_deleter(DLManagedTensorVersioned *tensor) {
   pool_tensor *p = (pool_tensor *)tensor;
   PyGILState_STATE gil = PyGILState_Ensure(); /* deleters may run on any thread */
-  PyObject *result = PyObject_CallNoArgs(p->on_delete);
+  PyObject *result = PyObject_CallObject(p->on_delete, NULL);
   if (result == NULL) PyErr_WriteUnraisable(p->on_delete);
   Py_XDECREF(result);
   PyBuffer_Release(&p->view);

@@ -94,7 +94,7 @@ static int from_cuda_stream_protocol(const char *func, const char *what, PyObjec
                  func, what, Py_TYPE(obj)->tp_name, method);
     return -1;
   }
-  PyObject *result = PyObject_CallNoArgs(method);
+  PyObject *result = PyObject_CallObject(method, NULL) /* CallNoArgs: 3.9 and later */;
   if (result == NULL) return -1;
   int rc = handle_from_protocol_result(func, what, obj, result, out);
   Py_DECREF(result);

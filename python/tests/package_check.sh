@@ -49,7 +49,7 @@ tar -xzf "$sdist" -C "$scratch/unpacked"
 tree=$(ls -d "$scratch"/unpacked/dlsync-*)
 for f in setup.py pyproject.toml include/dlsync/version.h include/dlsync/dlsync.h sync/exchange.c \
   sync/sim/race.c dlsync/include/dlsync.pxd dlsync/include/dlsync_testing.h dlsync/include/dlsync_python.h \
-  dlsync/binding.h \
+  dlsync/binding.h build_backend/dlsync_build.py \
   dlsync/exports.map; do
   [ -f "$tree/$f" ] || { echo "FAIL: the sdist lacks $f" >&2; exit 1; }
 done
