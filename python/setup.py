@@ -77,7 +77,7 @@ PUBLIC_HEADERS = [
 ]
 CFLAGS = ["-std=c11", "-fvisibility=hidden"]
 # dlsync's own build: its API is hidden in a static copy (dlsync/version.h).
-MACROS = [("DL_SYNC__BUILDING", None)]
+MACROS = [("DL_SYNC_BUILDING_LIBRARY", None)]
 SYSTEM_LIBRARIES = ["pthread", "dl"]
 
 

@@ -10,7 +10,7 @@ dlsync_sim.h + dlsync_sim.c (the simulated device), with LICENSE, from the sourc
 The output depends on nothing but the sources: the same tree gives the same bytes.
 
 dlsync.c is the library's source files in the order sync/CMakeLists.txt lists them, each
-private header inlined once, after dlsync.h. It defines DL_SYNC__BUILDING itself, and puts
+private header inlined once, after dlsync.h. It defines DL_SYNC_BUILDING_LIBRARY itself, and puts
 everything it defines under hidden visibility, so that the object it compiles to, linked
 into any library or program, exports nothing but the versioned tensor-event deleters
 (DL_SYNC_RECOGNIZED_API), as the static archive does (docs/vendoring.md). Define
@@ -333,8 +333,8 @@ def source(name, what, header_name, writer, sources):
 %s
 /* Compiled as dlsync's own build: a copy that exports nothing but the versioned
    tensor-event deleters, unless DL_SYNC_BUILDING_SHARED is defined (dlsync/version.h). */
-#ifndef DL_SYNC__BUILDING
-#define DL_SYNC__BUILDING 1
+#ifndef DL_SYNC_BUILDING_LIBRARY
+#define DL_SYNC_BUILDING_LIBRARY 1
 #endif
 
 #include "%s"

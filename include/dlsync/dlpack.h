@@ -261,48 +261,48 @@ typedef struct DLPackExchangeAPI {
 /* The layout both declarations share. Sizes that hold on every target first, then the
    offsets of 64-bit targets. */
 #ifdef __cplusplus
-#define DL_SYNC__PIN(cond, what) static_assert(cond, "DLPack ABI: " what)
+#define DL_SYNC_ABI_PIN(cond, what) static_assert(cond, "DLPack ABI: " what)
 #else
-#define DL_SYNC__PIN(cond, what) _Static_assert(cond, "DLPack ABI: " what)
+#define DL_SYNC_ABI_PIN(cond, what) _Static_assert(cond, "DLPack ABI: " what)
 #endif
-DL_SYNC__PIN(sizeof(DLPackVersion) == 8, "sizeof(DLPackVersion) == 8");
-DL_SYNC__PIN(sizeof(DLDeviceType) == 4, "DLDeviceType is 4 bytes");
-DL_SYNC__PIN(sizeof(DLDevice) == 8, "sizeof(DLDevice) == 8");
-DL_SYNC__PIN(offsetof(DLDevice, device_id) == 4, "DLDevice.device_id at 4");
-DL_SYNC__PIN(sizeof(DLDataType) == 4, "sizeof(DLDataType) == 4");
-DL_SYNC__PIN(offsetof(DLDataType, bits) == 1, "DLDataType.bits at 1");
-DL_SYNC__PIN(offsetof(DLDataType, lanes) == 2, "DLDataType.lanes at 2");
-DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, version) == 0, "version at 0");
-DL_SYNC__PIN(offsetof(DLManagedTensor, dl_tensor) == 0, "DLManagedTensor.dl_tensor at 0");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, header) == 0, "DLPackExchangeAPI.header at 0");
+DL_SYNC_ABI_PIN(sizeof(DLPackVersion) == 8, "sizeof(DLPackVersion) == 8");
+DL_SYNC_ABI_PIN(sizeof(DLDeviceType) == 4, "DLDeviceType is 4 bytes");
+DL_SYNC_ABI_PIN(sizeof(DLDevice) == 8, "sizeof(DLDevice) == 8");
+DL_SYNC_ABI_PIN(offsetof(DLDevice, device_id) == 4, "DLDevice.device_id at 4");
+DL_SYNC_ABI_PIN(sizeof(DLDataType) == 4, "sizeof(DLDataType) == 4");
+DL_SYNC_ABI_PIN(offsetof(DLDataType, bits) == 1, "DLDataType.bits at 1");
+DL_SYNC_ABI_PIN(offsetof(DLDataType, lanes) == 2, "DLDataType.lanes at 2");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensorVersioned, version) == 0, "version at 0");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensor, dl_tensor) == 0, "DLManagedTensor.dl_tensor at 0");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, header) == 0, "DLPackExchangeAPI.header at 0");
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
-DL_SYNC__PIN(sizeof(DLTensor) == 48, "sizeof(DLTensor) == 48");
-DL_SYNC__PIN(offsetof(DLTensor, device) == 8, "DLTensor.device at 8");
-DL_SYNC__PIN(offsetof(DLTensor, ndim) == 16, "DLTensor.ndim at 16");
-DL_SYNC__PIN(offsetof(DLTensor, dtype) == 20, "DLTensor.dtype at 20");
-DL_SYNC__PIN(offsetof(DLTensor, shape) == 24, "DLTensor.shape at 24");
-DL_SYNC__PIN(offsetof(DLTensor, strides) == 32, "DLTensor.strides at 32");
-DL_SYNC__PIN(offsetof(DLTensor, byte_offset) == 40, "DLTensor.byte_offset at 40");
-DL_SYNC__PIN(sizeof(DLManagedTensor) == 64, "sizeof(DLManagedTensor) == 64");
-DL_SYNC__PIN(offsetof(DLManagedTensor, manager_ctx) == 48, "DLManagedTensor.manager_ctx at 48");
-DL_SYNC__PIN(offsetof(DLManagedTensor, deleter) == 56, "DLManagedTensor.deleter at 56");
-DL_SYNC__PIN(sizeof(DLManagedTensorVersioned) == 80, "sizeof(DLManagedTensorVersioned) == 80");
-DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "manager_ctx at 8");
-DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, deleter) == 16, "deleter at 16");
-DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, flags) == 24, "flags at 24");
-DL_SYNC__PIN(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "dl_tensor at 32");
-DL_SYNC__PIN(sizeof(DLPackExchangeAPIHeader) == 16, "sizeof(DLPackExchangeAPIHeader) == 16");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPIHeader, prev_api) == 8, "prev_api at 8");
-DL_SYNC__PIN(sizeof(DLPackExchangeAPI) == 56, "sizeof(DLPackExchangeAPI) == 56");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, managed_tensor_allocator) == 16, "allocator at 16");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24,
+DL_SYNC_ABI_PIN(sizeof(DLTensor) == 48, "sizeof(DLTensor) == 48");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, device) == 8, "DLTensor.device at 8");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, ndim) == 16, "DLTensor.ndim at 16");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, dtype) == 20, "DLTensor.dtype at 20");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, shape) == 24, "DLTensor.shape at 24");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, strides) == 32, "DLTensor.strides at 32");
+DL_SYNC_ABI_PIN(offsetof(DLTensor, byte_offset) == 40, "DLTensor.byte_offset at 40");
+DL_SYNC_ABI_PIN(sizeof(DLManagedTensor) == 64, "sizeof(DLManagedTensor) == 64");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensor, manager_ctx) == 48, "DLManagedTensor.manager_ctx at 48");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensor, deleter) == 56, "DLManagedTensor.deleter at 56");
+DL_SYNC_ABI_PIN(sizeof(DLManagedTensorVersioned) == 80, "sizeof(DLManagedTensorVersioned) == 80");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "manager_ctx at 8");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensorVersioned, deleter) == 16, "deleter at 16");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensorVersioned, flags) == 24, "flags at 24");
+DL_SYNC_ABI_PIN(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "dl_tensor at 32");
+DL_SYNC_ABI_PIN(sizeof(DLPackExchangeAPIHeader) == 16, "sizeof(DLPackExchangeAPIHeader) == 16");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPIHeader, prev_api) == 8, "prev_api at 8");
+DL_SYNC_ABI_PIN(sizeof(DLPackExchangeAPI) == 56, "sizeof(DLPackExchangeAPI) == 56");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_allocator) == 16, "allocator at 16");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24,
              "from_py_object at 24");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32,
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32,
              "to_py_object at 32");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40,
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40,
              "dltensor_from_py_object at 40");
-DL_SYNC__PIN(offsetof(DLPackExchangeAPI, current_work_stream) == 48, "current_work_stream at 48");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, current_work_stream) == 48, "current_work_stream at 48");
 #endif
-#undef DL_SYNC__PIN
+#undef DL_SYNC_ABI_PIN
 
 #endif /* DL_SYNC_DLPACK_H_ */

@@ -55,9 +55,9 @@ typedef struct dl_sync_sim_graph_exec dl_sync_sim_graph_exec;
 typedef struct dl_sync_sim_user_object dl_sync_sim_user_object;
 
 /** The legacy default stream of the current device (also NULL). */
-#define DL_SYNC_SIM_STREAM_LEGACY DL_SYNC__HANDLE(dl_sync_sim_stream *, 1)
+#define DL_SYNC_SIM_STREAM_LEGACY DL_SYNC_HANDLE_CAST(dl_sync_sim_stream *, 1)
 /** The calling thread's per-thread default stream on the current device. */
-#define DL_SYNC_SIM_STREAM_PER_THREAD DL_SYNC__HANDLE(dl_sync_sim_stream *, 2)
+#define DL_SYNC_SIM_STREAM_PER_THREAD DL_SYNC_HANDLE_CAST(dl_sync_sim_stream *, 2)
 
 /** Simulated devices (each with its own legacy stream). */
 #define DL_SYNC_SIM_DEVICES 4

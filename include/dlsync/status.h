@@ -27,9 +27,9 @@ extern "C" {
 
 enum {
   DL_SYNC_OK = 0,
-#define DL_SYNC__STATUS_ENUM(name, value, message, exception) DL_SYNC_##name = value,
-  DL_SYNC_STATUS_MAP(DL_SYNC__STATUS_ENUM)
-#undef DL_SYNC__STATUS_ENUM
+#define DL_SYNC_STATUS_ENUMERATOR(name, value, message, exception) DL_SYNC_##name = value,
+  DL_SYNC_STATUS_MAP(DL_SYNC_STATUS_ENUMERATOR)
+#undef DL_SYNC_STATUS_ENUMERATOR
 };
 
 /** This thread's last error message: "function: what failed", written by the public

@@ -25,9 +25,9 @@ typedef struct dl_sync_stream {
 } dl_sync_stream;
 
 /** CUDA's legacy default stream (cudaStreamLegacy). On ROCm it names the null stream. */
-#define DL_SYNC_STREAM_LEGACY DL_SYNC__HANDLE(void *, 1)
+#define DL_SYNC_STREAM_LEGACY DL_SYNC_HANDLE_CAST(void *, 1)
 /** The per-thread default stream of the calling thread (cudaStreamPerThread). */
-#define DL_SYNC_STREAM_PER_THREAD DL_SYNC__HANDLE(void *, 2)
+#define DL_SYNC_STREAM_PER_THREAD DL_SYNC_HANDLE_CAST(void *, 2)
 
 /** Device ids accepted by dlsync: 0 .. DL_SYNC_MAX_DEVICES - 1. */
 #define DL_SYNC_MAX_DEVICES 256

@@ -99,28 +99,28 @@ typedef struct dl_sync_tensor_event_owner {
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu && !defined(__cplusplus)
-#define DL_SYNC__PIN(field, at)                                     \
+#define DL_SYNC_ABI_PIN(field, at)                                     \
   _Static_assert(offsetof(dl_sync_tensor_event_owner, field) == at, \
                  "owner record: " #field " at " #at)
-DL_SYNC__PIN(magic, 0);
-DL_SYNC__PIN(abi_major, 8);
-DL_SYNC__PIN(abi_minor, 12);
-DL_SYNC__PIN(size, 16);
-DL_SYNC__PIN(manager_ctx, 24);
-DL_SYNC__PIN(versioned_deleter, 32);
-DL_SYNC__PIN(legacy_deleter, 40);
-DL_SYNC__PIN(device, 48);
-DL_SYNC__PIN(runtime_family, 56);
-DL_SYNC__PIN(reserved, 60);
-DL_SYNC__PIN(event, 64);
-DL_SYNC__PIN(event_ctx, 72);
-DL_SYNC__PIN(retain, 80);
-DL_SYNC__PIN(release, 88);
-DL_SYNC__PIN(context_id, 96);
-DL_SYNC__PIN(reuse_stream, 104);
-DL_SYNC__PIN(reuse_device, 112);
+DL_SYNC_ABI_PIN(magic, 0);
+DL_SYNC_ABI_PIN(abi_major, 8);
+DL_SYNC_ABI_PIN(abi_minor, 12);
+DL_SYNC_ABI_PIN(size, 16);
+DL_SYNC_ABI_PIN(manager_ctx, 24);
+DL_SYNC_ABI_PIN(versioned_deleter, 32);
+DL_SYNC_ABI_PIN(legacy_deleter, 40);
+DL_SYNC_ABI_PIN(device, 48);
+DL_SYNC_ABI_PIN(runtime_family, 56);
+DL_SYNC_ABI_PIN(reserved, 60);
+DL_SYNC_ABI_PIN(event, 64);
+DL_SYNC_ABI_PIN(event_ctx, 72);
+DL_SYNC_ABI_PIN(retain, 80);
+DL_SYNC_ABI_PIN(release, 88);
+DL_SYNC_ABI_PIN(context_id, 96);
+DL_SYNC_ABI_PIN(reuse_stream, 104);
+DL_SYNC_ABI_PIN(reuse_device, 112);
 _Static_assert(sizeof(dl_sync_tensor_event_owner) == 120, "owner record: 120 bytes in ABI 1.2");
-#undef DL_SYNC__PIN
+#undef DL_SYNC_ABI_PIN
 #endif
 
 /**

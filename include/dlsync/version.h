@@ -20,7 +20,7 @@
    nothing: copies in one process stay independent under RTLD_GLOBAL and in -rdynamic
    executables. The exception is DL_SYNC_RECOGNIZED_API, the versioned tensor-event
    deleters, which other copies recognize by name (dlsync/tensor_event.h). dlsync's own
-   build defines DL_SYNC__BUILDING, and DL_SYNC_BUILDING_SHARED for the shared library. */
+   build defines DL_SYNC_BUILDING_LIBRARY, and DL_SYNC_BUILDING_SHARED for the shared library. */
 #if defined(_WIN32)
 #if defined(DL_SYNC_BUILDING_SHARED)
 #define DL_SYNC_API __declspec(dllexport)
@@ -31,7 +31,7 @@
 #endif
 #define DL_SYNC_RECOGNIZED_API DL_SYNC_API
 #elif defined(__GNUC__)
-#if defined(DL_SYNC__BUILDING) && !defined(DL_SYNC_BUILDING_SHARED)
+#if defined(DL_SYNC_BUILDING_LIBRARY) && !defined(DL_SYNC_BUILDING_SHARED)
 #define DL_SYNC_API __attribute__((visibility("hidden")))
 #else
 #define DL_SYNC_API __attribute__((visibility("default")))
@@ -45,9 +45,9 @@
 /* A constant handle in the public macros (DL_SYNC_STREAM_LEGACY, ...), written without an
    old-style cast for C++ (-Wold-style-cast). */
 #ifdef __cplusplus
-#define DL_SYNC__HANDLE(type, value) (reinterpret_cast<type>(value))
+#define DL_SYNC_HANDLE_CAST(type, value) (reinterpret_cast<type>(value))
 #else
-#define DL_SYNC__HANDLE(type, value) ((type)(value))
+#define DL_SYNC_HANDLE_CAST(type, value) ((type)(value))
 #endif
 
 #endif /* DL_SYNC_VERSION_H_ */

@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim_internal.h"
 
@@ -64,7 +65,7 @@ static int key_made;
    process's definition only in the program or shared object they are linked into: the
    process's own (a sanitizer's or the C library's), which a default lookup finds since
    hidden definitions are not in it. */
-static void *next_symbol(const char *name) {
+static void next_symbol(const char *name, void *function_pointer, size_t size) {
 #ifdef DL_SYNC_BUILDING_SHARED
   void *symbol = dlsym(RTLD_NEXT, name);
 #else
@@ -72,10 +73,16 @@ static void *next_symbol(const char *name) {
 #endif
   if (symbol == NULL) {
     const char *why = dlerror();
-    fprintf(stderr, "dlsync_sim: no %s after the simulator's: %s\n", name, why ? why : "?");
+    /* Where a program is linked with -static, nothing can be found at run time. */
+    fprintf(stderr,
+            "dlsync_sim: no %s after the simulator's: %s (the simulated device finds the C "
+            "library's at run time, which a fully static executable cannot: link the "
+            "program dynamically)\n",
+            name, why ? why : "?");
     abort();
   }
-  return symbol;
+  /* POSIX makes dlsym's object pointer a function's; ISO C converts neither way. */
+  memcpy(function_pointer, &symbol, size);
 }
 
 static _Thread_local int own_thread_call;
@@ -88,7 +95,7 @@ DL_SYNC__SIM_HELPER static int next_pthread_create(pthread_t *thread, const pthr
                                                    void *(*start)(void *), void *arg) {
   create_fn *create = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
   if (create == NULL) {
-    create = (create_fn *)next_symbol("pthread_create");
+    next_symbol("pthread_create", &create, sizeof create);
     __atomic_store_n(&next_create, create, __ATOMIC_RELEASE);
   }
   return create(thread, attr, start, arg);
@@ -97,7 +104,7 @@ DL_SYNC__SIM_HELPER static int next_pthread_create(pthread_t *thread, const pthr
 DL_SYNC__SIM_HELPER static int next_pthread_join(pthread_t thread, void **result) {
   join_fn *join = __atomic_load_n(&next_join, __ATOMIC_ACQUIRE);
   if (join == NULL) {
-    join = (join_fn *)next_symbol("pthread_join");
+    next_symbol("pthread_join", &join, sizeof join);
     __atomic_store_n(&next_join, join, __ATOMIC_RELEASE);
   }
   return join(thread, result);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The one-file distribution, checked as a vendoring project uses it: generated twice
-# (same bytes), each file compiled with nothing but `cc -std=c11 -Wall -Wextra -Werror -c`
+# (same bytes), each file compiled with nothing but `cc -std=c11 -Wall -Wextra -Wpedantic -Werror -c`
 # under gcc and clang, a consumer linked and run on the simulated device, the exports of
 # a library holding a copy, and two such libraries in one process (no interposition).
 # Usage: tests/amalgamation/check.sh WORK_DIR
@@ -21,8 +21,8 @@ grep -q "dlsync $(sed -n 's/^#define DL_SYNC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([
 for cc in gcc clang; do
   out=$work/$cc
   mkdir -p "$out"
-  (cd "$work/dist" && $cc -std=c11 -Wall -Wextra -Werror -c dlsync.c -o "../$cc/dlsync.o" &&
-    $cc -std=c11 -Wall -Wextra -Werror -c dlsync_sim.c -o "../$cc/dlsync_sim.o")
+  (cd "$work/dist" && $cc -std=c11 -Wall -Wextra -Wpedantic -Werror -c dlsync.c -o "../$cc/dlsync.o" &&
+    $cc -std=c11 -Wall -Wextra -Wpedantic -Werror -c dlsync_sim.c -o "../$cc/dlsync_sim.o")
   # Only the versioned tensor-event deleters keep default visibility in the object.
   visible=$(readelf -sW "$out/dlsync.o" | awk '$5 == "GLOBAL" && $6 == "DEFAULT" && $7 != "UND" {print $8}' | sort | tr '\n' ' ')
   [ "$visible" = "dl_sync_legacy_tensor_event_deleter_v1 dl_sync_tensor_event_deleter_v1 " ] ||
