@@ -1,6 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The values __dlpack__ passes around: the device tuple and the stream= argument. */
-#include "binding.h"
+#include "binding.h" /* Python.h first */
+
+#include <string.h>
+
+/* numpy's bool scalar has __index__ (numpy.bool_, numpy.bool from numpy 2), yet is no
+   more an int than Python's bool. */
+static int is_numpy_bool(PyObject *obj) {
+  const char *name = Py_TYPE(obj)->tp_name;
+  return strcmp(name, "numpy.bool_") == 0 || strcmp(name, "numpy.bool") == 0;
+}
 
 PyObject *dl_sync_py_index(PyObject *obj) {
   if (PyBool_Check(obj)) return NULL; /* an int subclass, but True is a mistake, not 1 */
@@ -8,7 +17,7 @@ PyObject *dl_sync_py_index(PyObject *obj) {
     Py_INCREF(obj);
     return obj;
   }
-  return PyIndex_Check(obj) ? PyNumber_Index(obj) : NULL;
+  return PyIndex_Check(obj) && !is_numpy_bool(obj) ? PyNumber_Index(obj) : NULL;
 }
 
 /* An int that fits int32_t, for the two fields of a DLDevice. */

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Python API's bad-input matrix: every row is called and must raise its exception
+with a message that contains its text. `python3 test_bad_input.py --markdown` writes
+docs/errors-python.md, and the test python_errors_doc_is_current fails when that page is
+stale."""
+import sys
+import unittest
+
+import dlsync
+import dlsync.testing
+
+try:
+    import numpy
+except ImportError:  # the numpy rows are checked where numpy is installed
+    numpy = None
+
+CUDA, ROCM, CPU = (2, 0), (10, 0), (1, 0)
+HANDLE = 0x5000
+
+
+class NotCallable:
+    __cuda_stream__ = 5
+
+
+class Version1:
+    def __cuda_stream__(self):
+        return (1, HANDLE)
+
+
+class Pair:
+    def __cuda_stream__(self):
+        return (0, HANDLE, 7)
+
+
+SIM = None  # the open simulated device, while the rows run
+
+
+def used_capsule():
+    pool = dlsync.testing.StreamOrderedPool(16)
+    stream = SIM.stream()
+    capsule = pool.export(pool.alloc(stream), stream)
+    dlsync.tensor_release(capsule, -1)
+    return capsule
+
+
+# (function, bad input, call, exception, message contains)
+ROWS = [
+    ("dlsync.export", "device not a tuple: `[2, 0]`", lambda: dlsync.export([2, 0], None, None),
+     TypeError, "expected a (device_type, device_id) tuple"),
+    ("dlsync.export", "device_type a float", lambda: dlsync.export((2.0, 0), None, None),
+     TypeError, "device_type must be an int"),
+    ("dlsync.export", "device_id 2**31", lambda: dlsync.export((2, 2**31), None, None),
+     ValueError, "does not fit a 32-bit int"),
+    ("dlsync.export", "unknown device type 99", lambda: dlsync.export((99, 0), None, None),
+     ValueError, "unknown device type 99"),
+    ("dlsync.export", "stream=True", lambda: dlsync.export(CUDA, None, True),
+     TypeError, "expected None or an int, not bool"),
+    ("dlsync.export", "stream='1'", lambda: dlsync.export(CUDA, None, "1"),
+     TypeError, "expected None or an int, not str"),
+    ("dlsync.export", "stream=2**63", lambda: dlsync.export(CUDA, None, 2**63),
+     ValueError, "does not fit a 64-bit int"),
+    ("dlsync.export", "stream=0 on CUDA", lambda: dlsync.export(CUDA, None, 0),
+     ValueError, "stream=0 is ambiguous"),
+    ("dlsync.export", "stream=1 on ROCm", lambda: dlsync.export(ROCM, None, 1),
+     ValueError, "stream=1"),
+    ("dlsync.export", "stream=-2", lambda: dlsync.export(CUDA, None, -2),
+     ValueError, "stream=-2"),
+    ("dlsync.export", "stream=1 on the CPU", lambda: dlsync.export(CPU, None, 1),
+     ValueError, "has no streams: expected None"),
+    ("dlsync.export", "producer_stream=-5", lambda: dlsync.export(CUDA, -5, -1),
+     ValueError, "a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream=2**64", lambda: dlsync.export(CUDA, 2**64, -1),
+     ValueError, "too large for an address"),
+    ("dlsync.export", "producer_stream=False", lambda: dlsync.export(CUDA, False, -1),
+     TypeError, "a bool is not a stream"),
+    ("dlsync.export", "producer_stream an object with no stream protocol",
+     lambda: dlsync.export(CUDA, object(), -1), TypeError, "object has none of them"),
+    ("dlsync.export", "`__cuda_stream__` not callable", lambda: dlsync.export(CUDA, NotCallable(), -1),
+     TypeError, "NotCallable.__cuda_stream__ is 5, not a method"),
+    ("dlsync.export", "`__cuda_stream__()` of protocol version 1", lambda: dlsync.export(CUDA, Version1(), -1),
+     ValueError, "speaks protocol version 1: dlsync understands version 0"),
+    ("dlsync.export", "`__cuda_stream__()` returns three items", lambda: dlsync.export(CUDA, Pair(), -1),
+     TypeError, "expected a (version, address) tuple"),
+    ("dlsync.export", "a missing argument", lambda: dlsync.export(CUDA, None),
+     TypeError, "export() missing required argument 'stream' (pos 3)"),
+    ("dlsync.export", "four positional arguments", lambda: dlsync.export(CUDA, None, None, None),
+     TypeError, "export() takes 3 positional arguments but 4 were given"),
+    ("dlsync.export", "an unknown keyword", lambda: dlsync.export(CUDA, None, steam=None),
+     TypeError, "export() got an unexpected keyword argument 'steam'"),
+    ("dlsync.export", "a keyword given twice", lambda: dlsync.export(CUDA, None, None, device=CUDA),
+     TypeError, "export() got multiple values for argument 'device'"),
+    ("dlsync.push_dep", "dst an object with no stream protocol",
+     lambda: dlsync.push_dep(CUDA, HANDLE, object()), TypeError, "dlsync.push_dep: dst="),
+    ("dlsync.stream_from_arg", "stream=2 on ROCm", lambda: dlsync.stream_from_arg(ROCM, 2),
+     ValueError, "stream=2"),
+    ("dlsync.stream_to_arg", "the per-thread stream on ROCm", lambda: dlsync.stream_to_arg(ROCM, 2),
+     ValueError, "has no stream argument"),
+    ("dlsync.set_capture_policy", "policy 5", lambda: dlsync.set_capture_policy(5),
+     ValueError, "policy 5: expected DL_SYNC_CAPTURE_STRICT (0)"),
+    ("dlsync.group_wait", "producers not iterable", lambda: dlsync.group_wait(CUDA, None, 5),
+     TypeError, "not iterable"),
+    ("dlsync.group_wait", "a producer that is no stream", lambda: dlsync.group_wait(CUDA, None, ["s"]),
+     TypeError, "dlsync.group_wait: producer='s'"),
+    ("dlsync.Group.add", "True", lambda: dlsync.Group(CUDA, None).add(True),
+     TypeError, "dlsync.Group.add: producer=True: a bool is not a stream"),
+    ("dlsync.tensor_release", "not a capsule", lambda: dlsync.tensor_release(b"x", -1),
+     TypeError, "tensor must be a DLPack capsule not yet consumed"),
+    ("dlsync.tensor_release", "a capsule already consumed", lambda: dlsync.tensor_release(used_capsule(), -1),
+     TypeError, "tensor must be a DLPack capsule not yet consumed"),
+    ("dlsync.runtime", "an unknown backend", lambda: dlsync.runtime("opencl"),
+     ValueError, "opencl"),
+    ("dlsync.testing.NullBackend.time_export", "n=0",
+     lambda: dlsync.testing.NullBackend().time_export(CUDA, HANDLE, -1, 0),
+     ValueError, "n=0: expected a count > 0"),
+]
+# Rows checked where numpy is installed (and listed on the page everywhere).
+NUMPY_ROWS = [
+    ("dlsync.export", "stream=numpy.float64(1)", lambda: dlsync.export(CUDA, None, numpy.float64(1)),
+     TypeError, "expected None or an int, not numpy.float64"),
+    ("dlsync.export", "stream=numpy.bool_(True)", lambda: dlsync.export(CUDA, None, numpy.bool_(True)),
+     TypeError, "expected None or an int, not numpy.bool_"),
+]
+
+
+class BadInput(unittest.TestCase):
+    def test_every_row(self):
+        global SIM
+        with dlsync.testing.SimulatedDevice() as SIM:
+            for function, bad, call, exception, message in ROWS + (NUMPY_ROWS if numpy else []):
+                with self.subTest(function=function, bad_input=bad):
+                    with self.assertRaises(exception) as raised:
+                        call()
+                    self.assertIn(message, str(raised.exception))
+
+    def test_accepted_values_are_not_rows(self):
+        # What the array API's callers pass: any __index__ integer, numpy's included.
+        dlsync.export(CUDA, None, -1)
+        if numpy is not None:
+            dlsync.export(CUDA, numpy.int64(HANDLE), numpy.int64(-1))
+            dlsync.export(CUDA, None, numpy.int32(-1))
+
+
+def markdown():
+    lines = [
+        "# Bad input: what the Python API answers",
+        "",
+        "Generated by `python/tests/test_bad_input.py --markdown`; every row is checked by the",
+        "test `python_bad_input`, and `python_errors_doc_is_current` fails when this page is",
+        "stale. The C API's rows, with the exception each status becomes, are in",
+        "[errors.md](errors.md).",
+        "",
+        "| function | bad input | exception | message contains |",
+        "|---|---|---|---|",
+    ]
+    for function, bad, _, exception, message in ROWS + NUMPY_ROWS:
+        cell = message.replace("|", "\\|")
+        lines.append(f"| `{function}` | {bad} | {exception.__name__} | {cell} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--markdown"]:
+        sys.stdout.write(markdown())
+    else:
+        unittest.main()
