@@ -102,3 +102,17 @@ int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status) {
   }
   return status;
 }
+
+int dl_sync__check_sim_handle(const dl_sync__guard *guard, dl_sync_stream stream) {
+  const dl_sync_backend *backend = guard->backend;
+  if (backend != dl_sync_cuda_backend() && backend != dl_sync_cudart_backend() &&
+      backend != dl_sync_hip_backend())
+    return DL_SYNC_OK; /* the simulator's own backend, or one that wraps it */
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "stream %p on %s:%d is a stream of dlsync's simulated device, given to "
+                        "the '%s' backend: install the simulated device into this copy of "
+                        "dlsync (dl_sync_set_backend; from Python, dl_sync_testing_install), "
+                        "or pass a stream of the real device",
+                        stream.handle, dl_sync__device_type_name(stream.device.device_type),
+                        (int)stream.device.device_id, backend->name);
+}

@@ -124,9 +124,24 @@ static inline void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_back
 }
 /* A default stream's context, for the caller (the inline callers' slow half). */
 DL_SYNC__COLD int dl_sync__bind_default(dl_sync__guard *guard, dl_sync__bound *bound);
+/* A handle of the simulated device (DL_SYNC_SIM_STREAM_TAG): EINVAL when the guard's
+   backend is a built-in one, which would hand it to a real driver. */
+DL_SYNC__COLD int dl_sync__check_sim_handle(const dl_sync__guard *guard, dl_sync_stream stream);
+static inline int dl_sync__is_sim_handle(void *handle) {
+#if UINTPTR_MAX > 0xFFFFFFFFu
+  return ((uintptr_t)handle >> 56) == DL_SYNC_SIM_STREAM_TAG;
+#else
+  (void)handle;
+  return 0;
+#endif
+}
 /* Binds stream for the caller; switches nothing. */
 static inline int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream,
                                 dl_sync__bound *out) {
+  if (dl_sync__is_sim_handle(stream.handle)) {
+    int status = dl_sync__check_sim_handle(guard, stream);
+    if (status != DL_SYNC_OK) return status;
+  }
   out->stream = stream;
   out->is_default = dl_sync__is_default_stream(stream.handle);
   out->identified = !guard->contexts;

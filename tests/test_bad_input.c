@@ -132,6 +132,20 @@ static int after_shutdown(void) {
   return dl_sync_push_dep(view(cuda0, a), view(cuda0, b)); /* the pool is rebuilt */
 }
 
+/* A stream of the simulated device exported through a built-in backend (the simulator
+   not installed for the device type): refused before any runtime call. */
+static int sim_stream_given_to(DLDevice device, const dl_sync_backend *backend) {
+  dl_sync_sim_stream *a, *b;
+  dl_sync_sim_stream_create(&a, 0);
+  dl_sync_sim_stream_create(&b, 0);
+  dl_sync_set_backend(device.device_type, backend);
+  int status = dl_sync_export(view(device, a), num((int64_t)(intptr_t)b));
+  dl_sync_set_backend(device.device_type, dl_sync_sim_backend());
+  dl_sync_sim_stream_destroy(a);
+  dl_sync_sim_stream_destroy(b);
+  return status;
+}
+
 static dl_sync_group group;
 
 static dl_sync_group *cuda_group(void) {
@@ -183,6 +197,9 @@ typedef struct row {
   X("dl_sync_export", "CUDA stream=0", dl_sync_export(view(cuda0, NULL), num(0)), DL_SYNC_EINVAL, "stream=0 is ambiguous") \
   X("dl_sync_export", "CPU stream=1", dl_sync_export(view(cpu0, NULL), num(1)), DL_SYNC_EINVAL, "which has no streams") \
   X("dl_sync_export", "unknown device type 42", dl_sync_export(view(unknown_type, NULL), none()), DL_SYNC_EINVAL, "unknown device type 42") \
+  X("dl_sync_export", "a simulated device's stream, CUDA driver backend", sim_stream_given_to(cuda0, NULL), DL_SYNC_EINVAL, "is a stream of dlsync's simulated device, given to the 'cuda' backend") \
+  X("dl_sync_export", "a simulated device's stream, CUDA runtime backend", sim_stream_given_to(cuda0, dl_sync_cudart_backend()), DL_SYNC_EINVAL, "given to the 'cudart' backend") \
+  X("dl_sync_export", "a simulated device's stream, HIP backend", sim_stream_given_to(rocm0, NULL), DL_SYNC_EINVAL, "given to the 'hip' backend") \
   X("dl_sync_set_backend", "unknown device type 5", dl_sync_set_backend(5, dl_sync_sim_backend()), DL_SYNC_EINVAL, "unknown device type 5") \
   X("dl_sync_set_backend", "device type without streams", dl_sync_set_backend(kDLCPU, dl_sync_sim_backend()), DL_SYNC_EINVAL, "has no streams") \
   X("dl_sync_set_backend", "backend missing a callback", missing_callback(), DL_SYNC_EINVAL, "lacks the required callback stream_wait") \

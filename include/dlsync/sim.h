@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "dlsync/backend.h"
+#include "dlsync/stream.h"
 #include "dlsync/version.h"
 
 #ifdef __cplusplus

@@ -29,6 +29,12 @@ typedef struct dl_sync_stream {
 /** The per-thread default stream of the calling thread (cudaStreamPerThread). */
 #define DL_SYNC_STREAM_PER_THREAD DL_SYNC_HANDLE_CAST(void *, 2)
 
+/** The top byte of every stream handle of dlsync's simulated device (dlsync/sim.h): a
+    value no real runtime's handle has (on x86_64 and aarch64 no user address sets bit 62).
+    The built-in backends refuse such a handle with DL_SYNC_EINVAL, so that streams of the
+    simulated device are never handed to a real driver. */
+#define DL_SYNC_SIM_STREAM_TAG 0x55u
+
 /** Device ids accepted by dlsync: 0 .. DL_SYNC_MAX_DEVICES - 1. */
 #define DL_SYNC_MAX_DEVICES 256
 

@@ -26,7 +26,10 @@ copy of dlsync; it installs the same simulated device into that copy with
         mylib.use_simulated_device(sim)                # calls dl_sync_testing_install(sim)
         ...                                            # as above, with mylib's arrays
 
-Closing the simulated device detaches that copy again.
+Closing the simulated device detaches that copy again. A copy that was not given it
+refuses the simulated streams (ValueError: "... is a stream of dlsync's simulated
+device, given to the 'cuda' backend ...") instead of handing them to a real driver: their
+handles carry a tag no real handle has (``DL_SYNC_SIM_STREAM_TAG`` in ``dlsync/stream.h``).
 
 One simulated device at a time, per process; while it is installed no other thread may
 use dlsync on those device types (closing it drains the simulator and dlsync's event

@@ -154,7 +154,17 @@ int dl_sync__sim_new_agent(void);
 int dl_sync__sim_host_agent(sim_clock **clock);
 /* The same without making one: -1 when the thread has none since the last reset. */
 int dl_sync__sim_existing_host_agent(sim_clock **clock);
-/* Resolves the special handles (NULL, 1, 2) and checks the magic; NULL if invalid. */
+/* The handle a stream is known by outside the simulator: its address with the top byte
+   DL_SYNC_SIM_STREAM_TAG, so that no copy of dlsync hands it to a real driver. */
+static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {
+#if UINTPTR_MAX > 0xFFFFFFFFu
+  return (dl_sync_sim_stream *)((uintptr_t)stream | (uintptr_t)DL_SYNC_SIM_STREAM_TAG << 56);
+#else
+  return stream;
+#endif
+}
+/* Resolves the special handles (NULL, 1, 2) and a stream's handle, and checks the magic;
+   NULL if invalid. */
 dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream);
 void dl_sync__sim_jitter(const dl_sync_sim_stream *stream, uint64_t seq); /* lock not held */
 int dl_sync__sim_deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);

@@ -111,9 +111,10 @@ int dl_sync__sim_legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps) {
 int dl_sync_sim_stream_create(dl_sync_sim_stream **stream, unsigned flags) {
   if (stream == NULL || flags > DL_SYNC_SIM_STREAM_NON_BLOCKING) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&dl_sync__sim.lock);
-  *stream = dl_sync__sim_stream_new(dl_sync__sim_current_device(), flags, 0, 0);
+  dl_sync_sim_stream *made = dl_sync__sim_stream_new(dl_sync__sim_current_device(), flags, 0, 0);
   pthread_mutex_unlock(&dl_sync__sim.lock);
-  return *stream != NULL ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+  *stream = made != NULL ? dl_sync__sim_handle(made) : NULL;
+  return made != NULL ? DL_SYNC_SIM_SUCCESS : DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
 }
 
 int dl_sync_sim_stream_destroy(dl_sync_sim_stream *stream) {

@@ -142,6 +142,17 @@ class Producers(unittest.TestCase):
         with self.assertRaises(ValueError):  # a capsule of another kind
             c_producer.use_simulated_device(np.zeros(1).__dlpack__())
 
+    def test_a_copy_without_the_simulated_device_refuses_its_streams(self):
+        # The producer forgot dl_sync_testing_install: its copy of dlsync has the CUDA
+        # driver backend, which must never be handed the simulator's streams.
+        with dlsync.testing.SimulatedDevice() as sim:
+            a, b = sim.stream(), sim.stream()
+            with self.assertRaisesRegex(ValueError, r"is a stream of dlsync's simulated device, "
+                                        r"given to the 'cuda' backend: install the simulated device"):
+                c_producer.export((2, 0), a.handle, b.handle)
+            c_producer.use_simulated_device(sim)  # with it installed, the same call orders
+            c_producer.export((2, 0), a.handle, b.handle)
+
     def test_statuses_become_exceptions_with_dlsyncs_message(self):
         # dlsync_python.h's dl_sync_python_raise, in the C producer's export.
         with self.assertRaisesRegex(ValueError, r"dl_sync_export: stream=0 is ambiguous"):
