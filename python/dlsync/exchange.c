@@ -40,6 +40,18 @@ PyDoc_STRVAR(
     "    dlsync.export(self.__dlpack_device__(), self.stream, stream)\n"
     "    return self._capsule()\n");
 
+int dl_sync_py_export_arguments(const char *func, PyObject *const *args, dl_sync_stream *producer,
+                                dl_sync_stream_arg *consumer) {
+  DLDevice device;
+  void *handle = NULL;
+  if (dl_sync_py_device(func, args[0], &device) != 0 ||
+      dl_sync_py_stream_handle(func, "producer_stream", args[1], &handle) != 0 ||
+      dl_sync_py_stream_arg(func, args[2], consumer) != 0)
+    return -1;
+  *producer = dl_sync_stream_view(device, handle);
+  return 0;
+}
+
 static const char *const export_names[] = {"device", "producer_stream", "stream"};
 static PyObject *export_interned[3];
 static const dl_sync_py_signature export_signature = {"export", 3, export_names, export_interned};
@@ -52,14 +64,9 @@ static PyObject *py_export(PyObject *module, PyObject *const *args, Py_ssize_t n
   PyObject *const *arg_objs =
       dl_sync_py_arguments(&export_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
-  DLDevice device;
-  void *producer = NULL;
+  dl_sync_stream view;
   dl_sync_stream_arg arg;
-  if (dl_sync_py_device(func, arg_objs[0], &device) != 0 ||
-      dl_sync_py_stream_handle(func, "producer_stream", arg_objs[1], &producer) != 0 ||
-      dl_sync_py_stream_arg(func, arg_objs[2], &arg) != 0)
-    return NULL;
-  dl_sync_stream view = dl_sync_stream_view(device, producer);
+  if (dl_sync_py_export_arguments(func, arg_objs, &view, &arg) != 0) return NULL;
   int status;
   if (!dl_sync_export_calls_runtime(view, arg)) { /* -1, its own stream, no streams */
     status = dl_sync_export(view, arg);

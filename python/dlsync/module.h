@@ -29,6 +29,11 @@ static inline PyObject *const *dl_sync_py_arguments(const dl_sync_py_signature *
   return dl_sync_py_match_keywords(signature, args, nargs, kwnames, scratch) == 0 ? scratch : NULL;
 }
 
+/* export's three arguments (device, producer_stream, stream) as the producer's stream
+   and the consumer's argument (exchange.c); -1 with the exception set. */
+int dl_sync_py_export_arguments(const char *func, PyObject *const *args, dl_sync_stream *producer,
+                                dl_sync_stream_arg *consumer);
+
 /* A vectorcall function's method table entry. */
 #define DL_SYNC_PY_FASTCALL(name, function, doc) \
   { name, (PyCFunction)(void (*)(void))(function), METH_FASTCALL | METH_KEYWORDS, doc }

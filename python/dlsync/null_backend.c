@@ -101,17 +101,12 @@ static PyObject *py_time_export(PyObject *module, PyObject *const *args, Py_ssiz
   PyObject *const *arg_objs =
       dl_sync_py_arguments(&time_export_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
-  DLDevice device;
-  void *producer = NULL;
+  dl_sync_stream view;
   dl_sync_stream_arg arg;
-  if (dl_sync_py_device(func, arg_objs[0], &device) != 0 ||
-      dl_sync_py_stream_handle(func, "producer_stream", arg_objs[1], &producer) != 0 ||
-      dl_sync_py_stream_arg(func, arg_objs[2], &arg) != 0)
-    return NULL;
+  if (dl_sync_py_export_arguments(func, arg_objs, &view, &arg) != 0) return NULL;
   long n = PyLong_AsLong(arg_objs[3]);
   if (n == -1 && PyErr_Occurred()) return NULL;
   if (n <= 0) return PyErr_Format(PyExc_ValueError, "%s: n=%ld: expected a count > 0", func, n);
-  dl_sync_stream view = dl_sync_stream_view(device, producer);
   struct timespec start, end;
   int status = DL_SYNC_OK;
   clock_gettime(CLOCK_MONOTONIC, &start);
