@@ -16,5 +16,12 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "missing packages: ${missing[*]} (run as root to install them)" >&2
   exit 1
 fi
+# Packages of another architecture (libcmocka-dev:arm64) come by multiarch.
+for p in "${missing[@]}"; do
+  case "$p" in
+    *:*) arch=${p##*:}
+         dpkg --print-foreign-architectures | grep -qx "$arch" || dpkg --add-architecture "$arch" ;;
+  esac
+done
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
