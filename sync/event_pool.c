@@ -17,8 +17,6 @@
  * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
  * pool alone knows which idle event is the oldest.
  */
-#define _GNU_SOURCE /* dladdr, RTLD_NOLOAD, RTLD_NODELETE */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -579,7 +577,7 @@ static void forget_pools_in_child(void) {
 }
 
 static void register_fork_handler(void) {
-  pthread_atfork(NULL, NULL, forget_pools_in_child);
+  dl_sync__on_fork(NULL, NULL, forget_pools_in_child);
 }
 
 static void watch_fork(void) {
@@ -592,9 +590,7 @@ static void watch_fork(void) {
 static const char code_marker; /* an address inside the object that holds this copy */
 
 static void pin(void) {
-  Dl_info info;
-  if (dladdr(&code_marker, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0')
-    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+  dl_sync__pin_object_at(&code_marker);
 }
 
 /* A graph (or a tensor) that calls back into dlsync may outlive a dlclose of the library

@@ -3,17 +3,22 @@
 #ifndef DL_SYNC_INTERNAL_H_
 #define DL_SYNC_INTERNAL_H_
 
-#include <sched.h>
 #include <stdatomic.h>
 
 #include "dlsync/dlsync.h"
+#include "platform.h"
 
 #ifdef dl_sync_stream_view
 #error "dlsync is built without per-thread default streams: its stream views keep handle 0 legacy"
 #endif
 
 #if defined(__GNUC__)
+#if defined(__MINGW32__)
+/* MinGW: the C99 printf (__USE_MINGW_ANSI_STDIO, which the build sets), checked as such. */
+#define DL_SYNC__PRINTF(fmt, args) __attribute__((format(gnu_printf, fmt, args)))
+#else
 #define DL_SYNC__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#endif
 /* Off the hot path: never inlined into it (the flattened exports stay small). */
 #define DL_SYNC__COLD __attribute__((cold, noinline))
 #define DL_SYNC__FLATTEN __attribute__((flatten))
@@ -31,7 +36,7 @@ static inline void dl_sync__spin_lock(atomic_bool *held) {
     if (!atomic_load_explicit(held, memory_order_relaxed) &&
         !atomic_exchange_explicit(held, 1, memory_order_acquire))
       return;
-    if (spins >= 64) sched_yield();
+    if (spins >= 64) dl_sync__yield();
   }
 }
 

@@ -62,7 +62,7 @@ static void forget_in_child(void) {
 }
 
 static void register_fork_handler(void) {
-  pthread_atfork(NULL, NULL, forget_in_child);
+  dl_sync__on_fork(NULL, NULL, forget_in_child);
 }
 
 static int already_released(const void *tensor) {

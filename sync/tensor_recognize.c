@@ -11,20 +11,10 @@
  * Nothing here reads memory the deleter points to, nor the tensor's manager_ctx: a
  * foreign tensor is judged by its deleter's address only.
  */
-#if !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* dladdr */
-#endif
 #include <stdatomic.h>
 #include <string.h>
 
 #include "internal.h"
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <dlfcn.h>
-#define DL_SYNC__HAVE_DLADDR 1
-#else
-#define DL_SYNC__HAVE_DLADDR 0
-#endif
 
 static const char versioned_prefix[] = "dl_sync_tensor_event_deleter_v";
 static const char legacy_prefix[] = "dl_sync_legacy_tensor_event_deleter_v";
@@ -44,21 +34,13 @@ static int major_after(const char *name, const char *prefix, size_t prefix_lengt
 /* The verdict for an address: +major for a versioned deleter, -major for a legacy one,
    0 for anything else. */
 int dl_sync__deleter_verdict(uintptr_t address) {
-#if DL_SYNC__HAVE_DLADDR
-  Dl_info info;
-  /* dladdr names the nearest exported symbol at or below the address: only an exact
-     start counts, so an address inside a dlsync function (or in a hidden function placed
-     after one) is never taken for a deleter. */
-  if (dladdr((void *)address, &info) == 0 || info.dli_sname == NULL ||
-      (uintptr_t)info.dli_saddr != address)
-    return 0;
-  int major = major_after(info.dli_sname, versioned_prefix, sizeof versioned_prefix - 1);
+  /* Only a symbol that starts exactly there: an address inside a dlsync function is
+     never taken for a deleter. */
+  const char *name = dl_sync__symbol_starting_at((const void *)address);
+  if (name == NULL) return 0;
+  int major = major_after(name, versioned_prefix, sizeof versioned_prefix - 1);
   if (major > 0) return major;
-  return -major_after(info.dli_sname, legacy_prefix, sizeof legacy_prefix - 1);
-#else
-  (void)address;
-  return 0;
-#endif
+  return -major_after(name, legacy_prefix, sizeof legacy_prefix - 1);
 }
 
 /* Verdicts, filled once each and never overwritten: readers match an address with an

@@ -313,7 +313,7 @@ static void test_every_row_of_the_matrix(void **state) {
       fail_msg("%s with %s: message \"%s\" does not start with the function's name",
                rows[i].function, rows[i].input, dl_sync_last_error());
   }
-  print_message("%zu rows checked\n", sizeof rows / sizeof rows[0]);
+  print_message("%lu rows checked\n", (unsigned long)(sizeof rows / sizeof rows[0]));
 }
 
 static void print_markdown(void) {

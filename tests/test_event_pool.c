@@ -11,7 +11,9 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <string.h>
+#ifndef _WIN32 /* fork */
 #include <sys/wait.h>
+#endif
 #include <unistd.h>
 
 #include "internal.h"
@@ -252,6 +254,7 @@ static void test_statistics_never_see_an_evicted_slot_twice(void **state) {
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
 }
 
+#ifndef _WIN32
 /* A child after fork() starts with no pools: the parent's events are not its own. */
 static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
@@ -275,7 +278,14 @@ static void test_a_forked_child_starts_without_pools(void **state) {
   assert_int_equal(WEXITSTATUS(status), 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
 }
+#else
+static void test_a_forked_child_starts_without_pools(void **state) {
+  (void)state;
+  skip(); /* Windows has no fork */
+}
+#endif
 
+#ifndef _WIN32
 /* A thread was inside dl_sync_shutdown (holding the thread caches' lock, in a runtime call)
    when another forked: the child, which has no such thread, still shuts down and works,
    and never reuses an event the parent's thread cache held. */
@@ -352,6 +362,12 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   if (!WIFEXITED(status)) fail_msg("the child did not exit (signal %d): a deadlock", WTERMSIG(status));
   assert_int_equal(WEXITSTATUS(status), 0);
 }
+#else
+static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void **state) {
+  (void)state;
+  skip(); /* Windows has no fork */
+}
+#endif
 
 int main(void) {
   const struct CMUnitTest tests[] = {

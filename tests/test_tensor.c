@@ -499,11 +499,19 @@ static void test_owner_record_is_the_public_abi(void **state) {
 
 /* Exported by this executable (ENABLE_EXPORTS): a deleter of a future ABI major, as a
    newer copy of dlsync would export it. It is never called. */
-DL_SYNC_API void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor);
+#ifdef _WIN32
+#define EXPORTED __declspec(dllexport)
+#else
+#define EXPORTED DL_SYNC_RECOGNIZED_API
+#endif
+EXPORTED void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor);
 void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor) { (void)tensor; }
 
 static void test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor(void **state) {
   (void)state;
+#ifdef _WIN32
+  skip(); /* other copies' deleters are recognized by name through dladdr, absent on Windows */
+#endif
   DLManagedTensorVersioned t = {.version = {1, 3}, .manager_ctx = (void *)1,
                                 .deleter = dl_sync_tensor_event_deleter_v2};
   t.dl_tensor.device = cuda0;
@@ -548,6 +556,9 @@ static void test_near_misses_of_the_deleter_are_foreign(void **state) {
 
 static void test_the_shared_library_deleters_are_visible_to_other_copies(void **state) {
   (void)state;
+#ifdef _WIN32
+  skip(); /* no dladdr: another copy cannot name this copy's deleters on Windows */
+#endif
   assert_int_equal(dl_sync_tensor_events_visible(), 1);
 }
 

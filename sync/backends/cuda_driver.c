@@ -107,7 +107,7 @@ static void note_fork(void) {
 
 static void init(void) {
   init_code = api.cuInit(0);
-  if (init_code == CUDA_SUCCESS) pthread_atfork(NULL, NULL, note_fork);
+  if (init_code == CUDA_SUCCESS) dl_sync__on_fork(NULL, NULL, note_fork);
   if (init_code == CUDA_SUCCESS) init_code = api.cuDeviceGetCount(&device_count);
   if (device_count > DL_SYNC__CUDA_MAX_DEVICES) device_count = DL_SYNC__CUDA_MAX_DEVICES;
   for (int i = 0; i < device_count && init_code == CUDA_SUCCESS; i++)

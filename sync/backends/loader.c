@@ -1,26 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* GPU libraries found at run time; see loader.h and docs/runtimes.md. */
-#define _GNU_SOURCE /* dlinfo, dl_iterate_phdr, RTLD_NOLOAD */
 #include "loader.h"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void dl_sync__runtime_set_path(dl_sync__runtime *rt, void *handle, const char *name) {
-  struct link_map *map = NULL;
-  const char *path = dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != NULL &&
-                             map->l_name != NULL && map->l_name[0] != '\0'
-                         ? map->l_name
-                         : name;
-  snprintf(rt->path, sizeof rt->path, "%s", path);
+  const char *path = dl_sync__library_file(handle);
+  snprintf(rt->path, sizeof rt->path, "%s", path != NULL ? path : name);
 }
 
-static int open_file(dl_sync__runtime *rt, const char *file, int flags) {
-  void *handle = dlopen(file, RTLD_NOW | RTLD_LOCAL | flags);
+static int open_file(dl_sync__runtime *rt, const char *file, int only_if_loaded) {
+  void *handle = dl_sync__library_open(file, only_if_loaded);
   if (handle == NULL) return -1;
   rt->handle = handle;
   dl_sync__runtime_set_path(rt, handle, file);
@@ -35,25 +28,21 @@ typedef struct loaded_runtimes {
   const char *paths[4]; /* the loader's own names, valid while the objects are loaded */
 } loaded_runtimes;
 
-static int note_loaded(struct dl_phdr_info *info, size_t size, void *data) {
-  (void)size;
+static void note_loaded(const char *path, void *data) {
   loaded_runtimes *found = data;
-  const char *path = info->dlpi_name;
-  if (path == NULL || path[0] == '\0') return 0;
   const char *base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
-  if (strncmp(base, found->prefix, strlen(found->prefix)) != 0) return 0;
+  if (strncmp(base, found->prefix, strlen(found->prefix)) != 0) return;
   for (size_t i = 0; i < found->count && i < 4; i++)
-    if (strcmp(found->paths[i], path) == 0) return 0;
+    if (strcmp(found->paths[i], path) == 0) return;
   if (found->count < 4) found->paths[found->count] = path;
   found->count++;
-  return 0;
 }
 
 /* The one runtime the process has loaded; -1 (why set) for none or several. */
 static int open_loaded(dl_sync__runtime *rt) {
   loaded_runtimes found = {.prefix = rt->file_prefix};
-  dl_iterate_phdr(note_loaded, &found);
-  if (found.count == 1 && open_file(rt, found.paths[0], RTLD_NOLOAD) == 0) return 0;
+  dl_sync__each_loaded_file(note_loaded, &found);
+  if (found.count == 1 && open_file(rt, found.paths[0], 1) == 0) return 0;
   if (found.count <= 1) {
     snprintf(rt->why, sizeof rt->why,
              "no %s (%s*) is loaded in this process (dlsync uses the one a framework loaded, "
@@ -78,7 +67,7 @@ static int open_loaded(dl_sync__runtime *rt) {
 /* The driver: the one loaded, else the one its SONAME finds. */
 static int open_by_soname(dl_sync__runtime *rt, int may_load) {
   for (const char *const *name = rt->sonames; *name != NULL; name++)
-    if (open_file(rt, *name, RTLD_NOLOAD) == 0) return 0;
+    if (open_file(rt, *name, 1) == 0) return 0;
   if (!may_load) {
     snprintf(rt->why, sizeof rt->why, "%s is not loaded yet (dlsync loads it at its first call)",
              rt->sonames[0]);
@@ -86,7 +75,7 @@ static int open_by_soname(dl_sync__runtime *rt, int may_load) {
   }
   for (const char *const *name = rt->sonames; *name != NULL; name++) {
     if (open_file(rt, *name, 0) == 0) return 0;
-    const char *reason = dlerror();
+    const char *reason = dl_sync__library_error();
     snprintf(rt->why, sizeof rt->why, "%s (no NVIDIA driver is installed?)",
              reason != NULL ? reason : *name);
   }
@@ -103,7 +92,7 @@ static int open_library(dl_sync__runtime *rt, int may_load, int *final) {
   const char *override = getenv(rt->env);
   if (override != NULL && override[0] != '\0') {
     if (open_file(rt, override, 0) == 0) return 0;
-    const char *reason = dlerror();
+    const char *reason = dl_sync__library_error();
     snprintf(rt->why, sizeof rt->why, "%s=%s does not load: %s", rt->env, override,
              reason != NULL ? reason : "unknown reason");
     return -1;
@@ -135,7 +124,7 @@ static void unlock_all(void) {
   }
 }
 static void watch_fork(void) {
-  pthread_atfork(lock_all, unlock_all, unlock_all);
+  dl_sync__on_fork(lock_all, unlock_all, unlock_all);
 }
 
 /* Called before rt's lock is first taken; a fork meanwhile does not hold it yet, which is
@@ -177,7 +166,7 @@ void dl_sync__runtime_lock(dl_sync__runtime *rt) {
 
 void *dl_sync__runtime_symbol(const dl_sync__runtime *rt, const char *name) {
   if (rt->lookup != NULL) return rt->lookup(rt->user, name);
-  return rt->handle != NULL ? dlsym(rt->handle, name) : NULL;
+  return rt->handle != NULL ? dl_sync__library_symbol(rt->handle, name) : NULL;
 }
 
 int dl_sync__runtime_bind(const dl_sync__runtime *rt, const char *name, void *pointer,
@@ -193,7 +182,7 @@ int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) {
   va_start(args, fmt);
   vsnprintf(rt->why, sizeof rt->why, fmt, args);
   va_end(args);
-  if (rt->handle != NULL) dlclose(rt->handle);
+  if (rt->handle != NULL) dl_sync__library_close(rt->handle);
   rt->handle = NULL;
   rt->lookup = NULL;
   return -1;

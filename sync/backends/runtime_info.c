@@ -3,8 +3,6 @@
  * dl_sync_backend_runtime and dl_sync_bind_runtime: which library a built-in backend uses,
  * and binding one. Here, not in the loader, which knows no backend.
  */
-#define _GNU_SOURCE /* dladdr */
-#include <dlfcn.h>
 #include <stdio.h>
 
 #include "loader.h"
@@ -77,10 +75,10 @@ static int bind_runtime(const dl_sync_backend *backend,
     state = rt->resolve(rt) == 0 ? DL_SYNC__RUNTIME_READY : DL_SYNC__RUNTIME_UNFOUND;
     if (state == DL_SYNC__RUNTIME_READY) {
       rt->why[0] = '\0';
-      Dl_info info; /* where a statically linked runtime lives */
+      /* Where a statically linked runtime lives. */
       void *entry = lookup != NULL ? lookup(user, rt->version_call) : NULL;
-      if (entry != NULL && dladdr(entry, &info) != 0 && info.dli_fname != NULL)
-        snprintf(rt->path, sizeof rt->path, "%s (bound by the caller)", info.dli_fname);
+      const char *file = entry != NULL ? dl_sync__file_at(entry) : NULL;
+      if (file != NULL) snprintf(rt->path, sizeof rt->path, "%s (bound by the caller)", file);
     } else {
       status = dl_sync__error(DL_SYNC_ENODEV, "the bound %s does not do: %s", rt->family, rt->why);
     }

@@ -15,9 +15,15 @@
  * when the program links dlsync_sim; the static library's are hidden and serve the
  * program (or shared object) it is linked into. Both are weak: a sanitizer runtime linked
  * into the same program keeps its own, and in the shared case calls these next.
+ *
+ * Windows has no symbol interposition: there the simulator's own threads are made by the
+ * C library's pthread_create (winpthreads), and a program orders its threads with
+ * dl_sync_sim_host_release and dl_sync_sim_host_acquire.
  */
+#ifndef _WIN32
 #define _GNU_SOURCE /* RTLD_NEXT, RTLD_DEFAULT */
 #include <dlfcn.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +43,7 @@
 #define DL_SYNC__SIM_SANITIZED 1
 #endif
 /* Without the interceptors (above) the helpers below serve nothing. */
-#if defined(DL_SYNC_BUILDING_SHARED) || !defined(DL_SYNC__SIM_SANITIZED)
+#if !defined(_WIN32) && (defined(DL_SYNC_BUILDING_SHARED) || !defined(DL_SYNC__SIM_SANITIZED))
 #define DL_SYNC__SIM_INTERCEPTS 1
 #define DL_SYNC__SIM_HELPER
 #else
@@ -53,8 +59,10 @@ struct sim_thread_exit {
   struct sim_thread_exit *next;
 };
 
+#if defined(DL_SYNC__SIM_INTERCEPTS)
 static create_fn *next_create;
 static join_fn *next_join;
+#endif
 DL_SYNC__SIM_HELPER static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t birth_key;
 static int key_made;
@@ -65,6 +73,7 @@ static int key_made;
    process's definition only in the program or shared object they are linked into: the
    process's own (a sanitizer's or the C library's), which a default lookup finds since
    hidden definitions are not in it. */
+#if defined(DL_SYNC__SIM_INTERCEPTS)
 static void next_symbol(const char *name, void *function_pointer, size_t size) {
 #ifdef DL_SYNC_BUILDING_SHARED
   void *symbol = dlsym(RTLD_NEXT, name);
@@ -84,6 +93,7 @@ static void next_symbol(const char *name, void *function_pointer, size_t size) {
   /* POSIX makes dlsym's object pointer a function's; ISO C converts neither way. */
   memcpy(function_pointer, &symbol, size);
 }
+#endif
 
 static _Thread_local int own_thread_call;
 
@@ -91,7 +101,8 @@ void dl_sync__sim_own_thread_call(int own) {
   own_thread_call = own;
 }
 
-DL_SYNC__SIM_HELPER static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+#if defined(DL_SYNC__SIM_INTERCEPTS)
+static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                                    void *(*start)(void *), void *arg) {
   create_fn *create = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
   if (create == NULL) {
@@ -101,7 +112,7 @@ DL_SYNC__SIM_HELPER static int next_pthread_create(pthread_t *thread, const pthr
   return create(thread, attr, start, arg);
 }
 
-DL_SYNC__SIM_HELPER static int next_pthread_join(pthread_t thread, void **result) {
+static int next_pthread_join(pthread_t thread, void **result) {
   join_fn *join = __atomic_load_n(&next_join, __ATOMIC_ACQUIRE);
   if (join == NULL) {
     next_symbol("pthread_join", &join, sizeof join);
@@ -109,6 +120,7 @@ DL_SYNC__SIM_HELPER static int next_pthread_join(pthread_t thread, void **result
   }
   return join(thread, result);
 }
+#endif
 
 /* The calling thread's birth, when it was created through pthread_create below (NULL
    in the key's destructor, which is passed it). */

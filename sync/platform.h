@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * platform.h: what dlsync asks of the operating system beyond C11 and threads: loading
+ * libraries and finding the loaded ones, the identity of the code at an address, keeping
+ * this copy's code mapped, yielding the processor, and fork. platform_posix.c holds the POSIX answers (dlfcn and
+ * the dynamic loader's list of objects); the rest of the library includes no loader or
+ * process header.
+ */
+#ifndef DL_SYNC_PLATFORM_H_
+#define DL_SYNC_PLATFORM_H_
+
+#include <stddef.h>
+
+/* Opens the library file (binding every symbol now, none into the process's namespace);
+   only_if_loaded: only when the process has it loaded already. NULL when it does not
+   open, and dl_sync__library_error() says why. */
+void *dl_sync__library_open(const char *file, int only_if_loaded);
+/* Why the last dl_sync__library_open on this thread failed, or NULL. */
+const char *dl_sync__library_error(void);
+void *dl_sync__library_symbol(void *library, const char *name);
+void dl_sync__library_close(void *library);
+/* The file library was loaded from (the loader's own name for it), or NULL. */
+const char *dl_sync__library_file(void *library);
+/* Calls visit for each object loaded in the process that has a file name; the name is
+   valid while that object stays loaded. */
+void dl_sync__each_loaded_file(void (*visit)(const char *file, void *data), void *data);
+
+/* The file of the object whose code or data holds address, or NULL. */
+const char *dl_sync__file_at(const void *address);
+/* The name of the exported symbol that starts exactly at address, or NULL (where the
+   platform cannot tell, always NULL). */
+const char *dl_sync__symbol_starting_at(const void *address);
+/* Keeps the object holding address mapped for the rest of the process: an unload of it
+   leaves its code in place, for callbacks (graph destructors) that outlive it. */
+void dl_sync__pin_object_at(const void *address);
+
+/* Lets another thread run (a spin lock's contended wait). */
+void dl_sync__yield(void);
+
+/* Registers handlers run around fork(): prepare in the parent before, parent and child
+   after (any may be NULL). Nothing where processes do not fork. */
+void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
+#endif /* DL_SYNC_PLATFORM_H_ */

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* platform.h on POSIX systems: dlfcn, the dynamic loader's object list, sched_yield and
+   pthread_atfork. */
+#ifndef _WIN32
+#define _GNU_SOURCE /* dladdr, dlinfo, dl_iterate_phdr, RTLD_NOLOAD, RTLD_NODELETE */
+#include "platform.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+
+void *dl_sync__library_open(const char *file, int only_if_loaded) {
+  return dlopen(file, RTLD_NOW | RTLD_LOCAL | (only_if_loaded ? RTLD_NOLOAD : 0));
+}
+
+const char *dl_sync__library_error(void) {
+  return dlerror();
+}
+
+void *dl_sync__library_symbol(void *library, const char *name) {
+  return dlsym(library, name);
+}
+
+void dl_sync__library_close(void *library) {
+  dlclose(library);
+}
+
+const char *dl_sync__library_file(void *library) {
+  struct link_map *map = NULL;
+  return dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map != NULL && map->l_name != NULL &&
+                 map->l_name[0] != '\0'
+             ? map->l_name
+             : NULL;
+}
+
+typedef struct loaded_visit {
+  void (*visit)(const char *file, void *data);
+  void *data;
+} loaded_visit;
+
+static int visit_loaded_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  const loaded_visit *v = data;
+  if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0') v->visit(info->dlpi_name, v->data);
+  return 0;
+}
+
+void dl_sync__each_loaded_file(void (*visit)(const char *file, void *data), void *data) {
+  loaded_visit v = {visit, data};
+  dl_iterate_phdr(visit_loaded_object, &v);
+}
+
+const char *dl_sync__file_at(const void *address) {
+  Dl_info info;
+  return dladdr(address, &info) != 0 && info.dli_fname != NULL && info.dli_fname[0] != '\0'
+             ? info.dli_fname
+             : NULL;
+}
+
+const char *dl_sync__symbol_starting_at(const void *address) {
+  Dl_info info;
+  /* dladdr names the nearest exported symbol at or below the address: only an exact start
+     counts, so an address inside a function (or in a hidden one placed after it) is never
+     taken for that function. */
+  return dladdr(address, &info) != 0 && info.dli_sname != NULL && info.dli_saddr == address
+             ? info.dli_sname
+             : NULL;
+}
+
+void dl_sync__pin_object_at(const void *address) {
+  const char *file = dl_sync__file_at(address);
+  if (file != NULL) dlopen(file, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+void dl_sync__yield(void) {
+  sched_yield();
+}
+
+void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  pthread_atfork(prepare, parent, child);
+}
+
+#endif /* !_WIN32 */
