@@ -15,6 +15,7 @@ import glob
 import os
 import re
 import shutil
+import sys
 import tempfile
 
 from setuptools import Extension, setup
@@ -75,10 +76,16 @@ PUBLIC_HEADERS = [
     p for p in sorted(glob.glob(os.path.join(ROOT, "include", "dlsync", "*.h")))
     if os.path.basename(p) != "sim.h"
 ]
-CFLAGS = ["-std=c11", "-fvisibility=hidden"]
+WINDOWS = sys.platform == "win32"
+# MSVC takes C11 as /std:c11; elsewhere (gcc, clang, MinGW) symbols stay hidden.
+MSVC = WINDOWS and "GCC" not in sys.version
+CFLAGS = ["/std:c11"] if MSVC else ["-std=c11", "-fvisibility=hidden"]
 # dlsync's own build: its API is hidden in a static copy (dlsync/version.h).
 MACROS = [("DL_SYNC_BUILDING_LIBRARY", None)]
-SYSTEM_LIBRARIES = ["pthread", "dl"]
+SYSTEM_LIBRARIES = ["psapi"] if WINDOWS else ["pthread", "dl"]
+# The extension exports only its init function: a version script where the linker is
+# GNU ld's or lld's for ELF; on Windows only what is marked for export leaves a DLL.
+LINK_ARGS = [] if WINDOWS else ["-Wl,--version-script=" + os.path.relpath(os.path.join(HERE, "dlsync", "exports.map"), HERE)]
 
 
 class BuildPy(build_py):
@@ -218,7 +225,7 @@ setup(
             define_macros=MACROS,
             libraries=SYSTEM_LIBRARIES,
             extra_compile_args=CFLAGS,
-            extra_link_args=["-Wl,--version-script=" + rel(os.path.join(HERE, "dlsync", "exports.map"))],
+            extra_link_args=LINK_ARGS,
         )
     ],
     cmdclass=COMMANDS,

@@ -41,4 +41,18 @@ void dl_sync__yield(void);
    after (any may be NULL). Nothing where processes do not fork. */
 void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
+/* The GPU libraries' file names: the CUDA driver's, and the prefixes of the CUDA runtime's
+   and HIP's (a framework's copy may carry a version or a hash after it). */
+#ifdef _WIN32
+#define DL_SYNC__PATHS_HAVE_BACKSLASHES 1
+#define DL_SYNC__CUDA_DRIVER_FILE "nvcuda.dll"
+#define DL_SYNC__CUDART_FILE_PREFIX "cudart64_"
+#define DL_SYNC__HIP_FILE_PREFIX "amdhip64"
+#else
+#define DL_SYNC__PATHS_HAVE_BACKSLASHES 0
+#define DL_SYNC__CUDA_DRIVER_FILE "libcuda.so.1"
+#define DL_SYNC__CUDART_FILE_PREFIX "libcudart.so"
+#define DL_SYNC__HIP_FILE_PREFIX "libamdhip64"
+#endif
+
 #endif /* DL_SYNC_PLATFORM_H_ */

@@ -16,6 +16,7 @@ library: ``get_library_dirs()`` and ``get_libraries()``.
 """
 import enum
 import os
+import sys
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional
 
 from ._dlsync import __version__ as __version__
@@ -144,7 +145,9 @@ def get_library_dirs() -> List[str]:
 
 
 def get_libraries() -> List[str]:
-    """The libraries to link a producer with: dlsync and what it needs."""
+    """The libraries to link a producer with: dlsync and what it needs on this system."""
+    if sys.platform == "win32":
+        return ["dlsync", "psapi"]
     return ["dlsync", "pthread", "dl"]
 
 

@@ -17,7 +17,7 @@ static int resolve(dl_sync__runtime *rt);
 
 static dl_sync__runtime runtime = {.family = "CUDA runtime",
                                    .env = "DL_SYNC_CUDART",
-                                   .file_prefix = "libcudart.so",
+                                   .file_prefix = DL_SYNC__CUDART_FILE_PREFIX,
                                    .version_call = "cudaRuntimeGetVersion",
                                    .resolve = resolve,
                                    .lock = PTHREAD_MUTEX_INITIALIZER};

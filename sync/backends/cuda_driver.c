@@ -21,7 +21,7 @@
 #include "cuda_driver_api.h"
 #include "loader.h"
 
-static const char *const driver_sonames[] = {"libcuda.so.1", NULL};
+static const char *const driver_sonames[] = {DL_SYNC__CUDA_DRIVER_FILE, NULL};
 
 /* dlsync's own code (below the loader's): a device whose compute mode prohibits contexts. */
 enum { DL_SYNC__CU_PROHIBITED = DL_SYNC__NO_RUNTIME - 1 };

@@ -24,7 +24,7 @@ static int resolve(dl_sync__runtime *rt);
 
 static dl_sync__runtime runtime = {.family = "HIP runtime",
                                    .env = "DL_SYNC_HIP",
-                                   .file_prefix = "libamdhip64",
+                                   .file_prefix = DL_SYNC__HIP_FILE_PREFIX,
                                    .version_call = "hipRuntimeGetVersion",
                                    .resolve = resolve,
                                    .lock = PTHREAD_MUTEX_INITIALIZER};

@@ -30,7 +30,9 @@ typedef struct loaded_runtimes {
 
 static void note_loaded(const char *path, void *data) {
   loaded_runtimes *found = data;
-  const char *base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+  const char *base = path; /* the file name: after the last '/' (and on Windows '\\') */
+  for (const char *c = path; *c != '\0'; c++)
+    if (*c == '/' || (DL_SYNC__PATHS_HAVE_BACKSLASHES && *c == '\\')) base = c + 1;
   if (strncmp(base, found->prefix, strlen(found->prefix)) != 0) return;
   for (size_t i = 0; i < found->count && i < 4; i++)
     if (strcmp(found->paths[i], path) == 0) return;
