@@ -293,9 +293,6 @@ typedef struct thread_cache {
 
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static thread_cache *caches;
-static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t cache_key;
-static int cache_key_made;
 static _Thread_local thread_cache this_thread;
 
 #define DL_SYNC__RELAXED memory_order_relaxed
@@ -335,23 +332,20 @@ static void cache_destroy(void *object) {
   cache->state = CACHE_GONE;
 }
 
+/* Made once, at the first thread's first use. When the library holding this copy is
+   unloaded (or the process exits), the platform forgets the key: threads that live on
+   must not run cache_destroy, whose code goes away with it, and their events are left to
+   the runtime. */
 static void make_cache_key(void) {
-  cache_key_made = pthread_key_create(&cache_key, cache_destroy) == 0;
-}
-
-/* The library holding this copy of dlsync is unloaded (or the process exits): threads
-   that live on must not run cache_destroy, whose code goes away with it. Their events
-   are left to the runtime; nothing else runs here. */
-__attribute__((destructor)) static void forget_cache_key(void) {
-  if (cache_key_made) pthread_key_delete(cache_key);
-  cache_key_made = 0;
+  dl_sync__thread_exit_make(cache_destroy);
 }
 
 /* The thread's first use: its cache joins the list. */
 DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
   if (cache->state == CACHE_GONE) return NULL;
-  pthread_once(&cache_key_once, make_cache_key);
-  if (!cache_key_made || pthread_setspecific(cache_key, cache) != 0) return NULL;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_cache_key);
+  if (dl_sync__thread_exit_set(cache) != 0) return NULL;
   pthread_mutex_lock(&caches_lock);
   cache->prev = NULL;
   cache->next = caches;
@@ -559,7 +553,7 @@ static void forget_caches_in_child(void) {
     pthread_mutex_init(&caches_lock, NULL);
   caches = NULL;
   memset(&this_thread, 0, sizeof this_thread);
-  if (cache_key_made) pthread_setspecific(cache_key, NULL);
+  dl_sync__thread_exit_set(NULL);
 }
 
 /* In a child after fork() the parent's events mean nothing (a runtime does not carry

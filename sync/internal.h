@@ -21,10 +21,12 @@
 #endif
 /* Off the hot path: never inlined into it (the flattened exports stay small). */
 #define DL_SYNC__COLD __attribute__((cold, noinline))
+#define DL_SYNC__NOINLINE __attribute__((noinline))
 #define DL_SYNC__FLATTEN __attribute__((flatten))
 #else
 #define DL_SYNC__PRINTF(fmt, args)
 #define DL_SYNC__COLD
+#define DL_SYNC__NOINLINE
 #define DL_SYNC__FLATTEN
 #endif
 

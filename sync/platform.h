@@ -2,7 +2,7 @@
 /*
  * platform.h: what dlsync asks of the operating system beyond C11 and threads: loading
  * libraries and finding the loaded ones, the identity of the code at an address, keeping
- * this copy's code mapped, yielding the processor, and fork. platform_posix.c holds the POSIX answers (dlfcn and
+ * this copy's code mapped, a thread-exit hook, yielding the processor, and fork. platform_posix.c holds the POSIX answers (dlfcn and
  * the dynamic loader's list of objects); the rest of the library includes no loader or
  * process header.
  */
@@ -33,6 +33,13 @@ const char *dl_sync__symbol_starting_at(const void *address);
 /* Keeps the object holding address mapped for the rest of the process: an unload of it
    leaves its code in place, for callbacks (graph destructors) that outlive it. */
 void dl_sync__pin_object_at(const void *address);
+
+/* The thread-exit hook, one per copy of dlsync: make it once (on_exit runs on a thread
+   that exits with a value set, and is given it), then set the calling thread's value
+   (NULL: nothing to run at its exit); -1 when there is none. When the library holding
+   this copy is unloaded, the hook is forgotten, so that no thread runs its code after. */
+void dl_sync__thread_exit_make(void (*on_exit)(void *value));
+int dl_sync__thread_exit_set(void *value);
 
 /* Lets another thread run (a spin lock's contended wait). */
 void dl_sync__yield(void);

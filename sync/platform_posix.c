@@ -73,6 +73,25 @@ void dl_sync__pin_object_at(const void *address) {
   if (file != NULL) dlopen(file, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+/* pthread keys (winpthreads' on Windows): the key's destructor is the hook. Unloading
+   this copy (or the process's exit) deletes the key: later thread exits run nothing. */
+static pthread_key_t exit_key;
+static int exit_key_made;
+
+void dl_sync__thread_exit_make(void (*on_exit)(void *value)) {
+  exit_key_made = pthread_key_create(&exit_key, on_exit) == 0;
+}
+
+int dl_sync__thread_exit_set(void *value) {
+  if (!exit_key_made) return value != NULL ? -1 : 0;
+  return pthread_setspecific(exit_key, value) == 0 ? 0 : -1;
+}
+
+__attribute__((destructor)) static void forget_thread_exit_key(void) {
+  if (exit_key_made) pthread_key_delete(exit_key);
+  exit_key_made = 0;
+}
+
 void dl_sync__yield(void) {
   sched_yield();
 }
