@@ -118,6 +118,7 @@ cdef extern from "dlsync/dlsync.h" nogil:
     # dlsync/dep.h
     int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst)
     int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer)
+    int dl_sync_export_calls_runtime(dl_sync_stream producer, dl_sync_stream_arg consumer)
     enum:
         DL_SYNC_CAPTURE_STRICT
         DL_SYNC_CAPTURE_NONE_IS_NO_SYNC

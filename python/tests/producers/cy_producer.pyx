@@ -27,12 +27,16 @@ cdef class Array:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         cdef dlsync.dl_sync_stream_arg arg
+        cdef dlsync.dl_sync_stream view
         cdef int status
         if self.sync:
             arg = dlsync.dl_sync_stream_arg_none() if stream is None else dlsync.dl_sync_stream_arg_int(stream)
-            with nogil:
-                status = dlsync.dl_sync_export(
-                    dlsync.dl_sync_stream_view(self.device, <void *>self.stream), arg)
+            view = dlsync.dl_sync_stream_view(self.device, <void *>self.stream)
+            if dlsync.dl_sync_export_calls_runtime(view, arg):
+                with nogil:  # only a call that reaches the runtime lets other threads run
+                    status = dlsync.dl_sync_export(view, arg)
+            else:
+                status = dlsync.dl_sync_export(view, arg)
             dlsync.dl_sync_check(status)
         return self.data.__dlpack__()
 
