@@ -73,9 +73,14 @@ PKG_CONFIG_LIBDIR=$PWD/build/mingw-prefix/lib/pkgconfig cmake -S . -B build/ci-w
 cmake --build build/ci-windows -j"$jobs"
 export WINEPREFIX=$PWD/build/wineprefix DL_SYNC_WINEPATH=$PWD/build/mingw-prefix/bin
 WINEDEBUG=-all wineboot --init >/dev/null 2>&1 # the prefix made once, before tests run at once
-# One Wine server for the whole run: a client that starts while the server of the last one
-# shuts down is dropped ("recvmsg: Connection reset by peer"), and such a test runs again.
+# One Wine server for the whole run (started once wineboot's has gone): a client that
+# starts while the server of the last one shuts down is dropped ("recvmsg: Connection
+# reset by peer"), and such a test runs again.
+wineserver -w
 wineserver -p
+# and its session started (services, devices) by one program before the tests: a test that
+# is the first program of a session may hang while that happens.
+WINEDEBUG=-all wine cmd /c exit >/dev/null 2>&1 || true
 ctest --test-dir build/ci-windows --output-on-failure -j"$jobs" --timeout 300 --repeat until-pass:2
 for mode in "" --no-sync; do
   { cmake/toolchains/wine-run.sh build/ci-windows build/ci-windows/samples/exchange/dlsync_exchange_demo.exe \

@@ -103,23 +103,22 @@ void dl_sync__pin_object_at(const void *address) {
   module_at(address, GET_MODULE_HANDLE_EX_FLAG_PIN);
 }
 
-/* pthread keys (winpthreads' on Windows): the key's destructor is the hook. Unloading
-   this copy (or the process's exit) deletes the key: later thread exits run nothing. */
+/* A pthread key (winpthreads'), whose destructor is the hook. It is never deleted: a key
+   deleted while the process exits (DLL detach) could wait for a lock a thread killed by
+   the exit still holds. Instead the module holding this copy is pinned when the key is
+   made, so that the hook's code stays mapped for every thread that exits later. */
 static pthread_key_t exit_key;
 static int exit_key_made;
+static const char exit_key_marker; /* an address inside this copy's module */
 
 void dl_sync__thread_exit_make(void (*on_exit)(void *value)) {
   exit_key_made = pthread_key_create(&exit_key, on_exit) == 0;
+  if (exit_key_made) dl_sync__pin_object_at(&exit_key_marker);
 }
 
 int dl_sync__thread_exit_set(void *value) {
   if (!exit_key_made) return value != NULL ? -1 : 0;
   return pthread_setspecific(exit_key, value) == 0 ? 0 : -1;
-}
-
-__attribute__((destructor)) static void forget_thread_exit_key(void) {
-  if (exit_key_made) pthread_key_delete(exit_key);
-  exit_key_made = 0;
 }
 
 void dl_sync__yield(void) {
