@@ -7,11 +7,6 @@
 
 static const char *const versioned_name = "dltensor_versioned", *const legacy_name = "dltensor";
 
-/* tensor_release(tensor, stream): releases the capsule's tensor after the work enqueued
-   so far on stream (a handle, an object with __cuda_stream__, None for the legacy default
-   stream, or -1: nothing of the consumer's is pending) and marks the capsule used, as a
-   consumer does when it takes the tensor. Returns RELEASED_NOW, RELEASED_ORDERED,
-   RELEASE_DEFERRED or RELEASE_GRAPH. */
 /* stream=-1: an int (or __index__ integer) equal to -1; any other value is a stream. */
 static int is_minus_one(PyObject *obj) {
   PyObject *index = dl_sync_py_index(obj);
@@ -27,6 +22,11 @@ static int is_minus_one(PyObject *obj) {
   return !failed && overflow == 0 && value == -1;
 }
 
+/* tensor_release(tensor, stream): releases the capsule's tensor after the work enqueued
+   so far on stream (a handle, an object with __cuda_stream__, None for the legacy default
+   stream, or -1: nothing of the consumer's is pending) and marks the capsule used, as a
+   consumer does when it takes the tensor. Returns RELEASED_NOW, RELEASED_ORDERED,
+   RELEASE_DEFERRED or RELEASE_GRAPH. */
 static const char *const tensor_release_names[] = {"tensor", "stream"};
 static PyObject *tensor_release_interned[2];
 static const dl_sync_py_signature tensor_release_signature = {

@@ -230,11 +230,24 @@ typedef struct pool_tensor {
 static void pool_tensor_deleter(DLManagedTensorVersioned *tensor) {
   pool_tensor *p = (pool_tensor *)tensor;
   PyGILState_STATE gil = PyGILState_Ensure(); /* deleters may run on any thread */
+  /* A capsule dropped while an exception unwinds runs this with the exception set: it is
+     put aside for the call and back after, untouched. */
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *pending = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+#endif
   PyObject *result = PyObject_CallObject(p->on_delete, NULL);
   if (result == NULL) PyErr_WriteUnraisable(p->on_delete);
   Py_XDECREF(result);
   PyBuffer_Release(&p->view);
   Py_DECREF(p->on_delete);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(pending);
+#else
+  PyErr_Restore(type, value, traceback);
+#endif
   PyGILState_Release(gil);
   free(p);
 }

@@ -35,6 +35,12 @@ class Pair:
 SIM = None  # the open simulated device, while the rows run
 
 
+def fresh_capsule():
+    pool = dlsync.testing.StreamOrderedPool(16)
+    stream = SIM.stream()
+    return pool.export(pool.alloc(stream), stream)
+
+
 def used_capsule():
     pool = dlsync.testing.StreamOrderedPool(16)
     stream = SIM.stream()
@@ -107,6 +113,10 @@ ROWS = [
      TypeError, "tensor must be a DLPack capsule not yet consumed"),
     ("dlsync.tensor_release", "a capsule already consumed", lambda: dlsync.tensor_release(used_capsule(), -1),
      TypeError, "tensor must be a DLPack capsule not yet consumed"),
+    ("dlsync.tensor_release", "stream=2**70", lambda: dlsync.tensor_release(fresh_capsule(), 2**70),
+     ValueError, "too large for an address"),
+    ("dlsync.tensor_release", "stream=-2", lambda: dlsync.tensor_release(fresh_capsule(), -2),
+     ValueError, "a stream handle is an address, expected an int >= 0"),
     ("dlsync.runtime", "an unknown backend", lambda: dlsync.runtime("opencl"),
      ValueError, "opencl"),
     ("dlsync.testing.NullBackend.time_export", "n=0",
