@@ -248,7 +248,7 @@ static int export_through_backend(dl_sync_stream producer, dl_sync_stream_arg co
 /* Kept out of line, so that the cases without a runtime call pay for no stack frame;
    flatten: the whole ordering inlined here, the hot path without calls of its own. */
 DL_SYNC__NOINLINE DL_SYNC__FLATTEN static int export_named(dl_sync_stream producer,
-                                                                   dl_sync_stream_arg consumer) {
+                                                           dl_sync_stream_arg consumer) {
   return dl_sync__named("dl_sync_export", export_through_backend(producer, consumer));
 }
 

@@ -87,10 +87,8 @@ dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream) {
       local.per_thread[device] = dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
     return local.per_thread[device];
   }
-#if UINTPTR_MAX > 0xFFFFFFFFu
-  if (((uintptr_t)stream >> 56) != DL_SYNC_SIM_STREAM_TAG) return NULL; /* none of ours */
-  stream = (dl_sync_sim_stream *)((uintptr_t)stream & (((uintptr_t)1 << 56) - 1));
-#endif
+  stream = dl_sync__sim_untag(stream);
+  if (stream == NULL) return NULL; /* none of ours */
   return stream->magic == SIM_STREAM_MAGIC && !stream->destroyed ? stream : NULL;
 }
 

@@ -155,14 +155,27 @@ int dl_sync__sim_host_agent(sim_clock **clock);
 /* The same without making one: -1 when the thread has none since the last reset. */
 int dl_sync__sim_existing_host_agent(sim_clock **clock);
 /* The handle a stream is known by outside the simulator: its address with the top byte
-   DL_SYNC_SIM_STREAM_TAG, so that no copy of dlsync hands it to a real driver. */
-static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {
+   DL_SYNC_SIM_STREAM_TAG, so that no copy of dlsync hands it to a real driver; and back,
+   NULL for a handle without the tag. (32-bit: the address itself.) */
 #if UINTPTR_MAX > 0xFFFFFFFFu
-  return (dl_sync_sim_stream *)((uintptr_t)stream | (uintptr_t)DL_SYNC_SIM_STREAM_TAG << 56);
-#else
-  return stream;
-#endif
+#define DL_SYNC__SIM_TAG_SHIFT 56
+static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {
+  return (dl_sync_sim_stream *)((uintptr_t)stream |
+                                (uintptr_t)DL_SYNC_SIM_STREAM_TAG << DL_SYNC__SIM_TAG_SHIFT);
 }
+static inline dl_sync_sim_stream *dl_sync__sim_untag(dl_sync_sim_stream *handle) {
+  if (((uintptr_t)handle >> DL_SYNC__SIM_TAG_SHIFT) != DL_SYNC_SIM_STREAM_TAG) return NULL;
+  return (dl_sync_sim_stream *)((uintptr_t)handle &
+                                (((uintptr_t)1 << DL_SYNC__SIM_TAG_SHIFT) - 1));
+}
+#else
+static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {
+  return stream;
+}
+static inline dl_sync_sim_stream *dl_sync__sim_untag(dl_sync_sim_stream *handle) {
+  return handle;
+}
+#endif
 /* Resolves the special handles (NULL, 1, 2) and a stream's handle, and checks the magic;
    NULL if invalid. */
 dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream);
