@@ -74,15 +74,28 @@ static int key_made;
    process's own (a sanitizer's or the C library's), which a default lookup finds since
    hidden definitions are not in it. */
 #if defined(DL_SYNC__SIM_INTERCEPTS)
+#ifndef DL_SYNC_BUILDING_SHARED
+/* A fully static executable has no dynamic section, so nothing can be looked up at run
+   time: linking the static library into one fails on this reference instead, and the
+   linker's message names this function. */
+extern char _DYNAMIC[];
+__attribute__((noinline)) static const void *
+dl_sync_sim_static_library_needs_a_dynamically_linked_program(void) {
+  return _DYNAMIC;
+}
+#endif
+
 static void next_symbol(const char *name, void *function_pointer, size_t size) {
 #ifdef DL_SYNC_BUILDING_SHARED
   void *symbol = dlsym(RTLD_NEXT, name);
 #else
-  void *symbol = dlsym(RTLD_DEFAULT, name);
+  void *symbol = dl_sync_sim_static_library_needs_a_dynamically_linked_program() != NULL
+                     ? dlsym(RTLD_DEFAULT, name)
+                     : NULL;
 #endif
   if (symbol == NULL) {
     const char *why = dlerror();
-    /* Where a program is linked with -static, nothing can be found at run time. */
+    /* A static PIE has a dynamic section but no dynamic loader to search. */
     fprintf(stderr,
             "dlsync_sim: no %s after the simulator's: %s (the simulated device finds the C "
             "library's at run time, which a fully static executable cannot: link the "
