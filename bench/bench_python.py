@@ -8,7 +8,8 @@ simulator is timed. Prints bench/run.sh's lines: figure, value, unit.
     to the bare call: the target is at most 1.5; a stream object, at most 2;
   - cross-stream export: what the Python call adds to the C call it makes, in ns
     (target: at most 30), with the GIL's release and retake (which a call that reaches the
-    runtime pays, so that other threads run meanwhile) measured beside it;
+    runtime pays, so that other threads run meanwhile) and the bare call measured beside
+    it: the three together are the floor of a call that releases the GIL;
   - the same no-sync export beside a CPU-bound Python thread, against the bare call
     there: a call that keeps the GIL pays no switch.
 """
@@ -37,6 +38,12 @@ def bare(device, producer_stream, stream):
     pass
 
 
+def bare_protocol(device, producer_stream, stream):
+    """The bare call plus the one call of the stream object's method that any consumer of
+    the protocol makes: the floor under a stream object written in Python."""
+    producer_stream.__cuda_stream__()
+
+
 class PtrStream:
     """A stream object with a .ptr member on its type, as CuPy's Cython class has."""
 
@@ -54,11 +61,13 @@ RATIOS = [
     ("export(cuda, h, h) same stream", "export(CUDA, A, A)", "bare(CUDA, A, A)"),
     ("export(cuda, __cuda_stream__ in Python, -1)", "export(CUDA, STREAM, -1)",
      "bare(CUDA, STREAM, -1)"),
+    ("export(cuda, __cuda_stream__ in Python, -1) / its method called",
+     "export(CUDA, STREAM, -1)", "bare_protocol(CUDA, STREAM, -1)"),
     ("export(cuda, .ptr, -1)", "export(CUDA, PTR, -1)", "bare(CUDA, PTR, -1)"),
     ("export(...) by keyword, -1", "export(device=CUDA, producer_stream=A, stream=-1)",
      "bare(device=CUDA, producer_stream=A, stream=-1)"),
 ]
-NAMES = {"export": dlsync.export, "bare": bare, "CPU": CPU, "CUDA": CUDA, "A": A, "B": B,
+NAMES = {"export": dlsync.export, "bare": bare, "bare_protocol": bare_protocol, "CPU": CPU, "CUDA": CUDA, "A": A, "B": B,
          "STREAM": STREAM, "PTR": PTR}
 
 
@@ -82,11 +91,12 @@ def emit(figure, value, unit):
 def main():
     number, count = 200000, 7
     with dlsync.testing.NullBackend() as null:
-        statements = [s for _, call, base in RATIOS for s in (call, base)]
+        statements = list(dict.fromkeys(s for _, call, base in RATIOS for s in (call, base)))
         statements.append("export(CUDA, A, B)")
         medians = rounds(statements, number, count)
         for figure, call, base in RATIOS:
-            emit(f"{figure} / bare call", medians[call] / medians[base], "ratio")
+            over = "" if "/" in figure else " / bare call"
+            emit(f"{figure}{over}", medians[call] / medians[base], "ratio")
         c_call = statistics.median(null.time_export(CUDA, A, B, number) for _ in range(count))
         gil = statistics.median(null.time_gil_release(number) for _ in range(count))
         cross = medians["export(CUDA, A, B)"]
@@ -96,6 +106,8 @@ def main():
         emit("bare call", medians["bare(CUDA, A, -1)"], "ns")
         emit("export(cuda, h, h2) beyond its C call", cross - c_call, "ns")
         emit("export(cuda, h, h2) beyond its C call and the GIL switch", cross - c_call - gil, "ns")
+        emit("export(cuda, h, h2) beyond the bare call, its C call and the GIL switch",
+             cross - medians["bare(CUDA, A, -1)"] - c_call - gil, "ns")
 
         # Beside a CPU-bound thread: a call that gave the GIL away waits for it back.
         stop = threading.Event()

@@ -142,7 +142,14 @@ static int from_type_protocol(const char *func, const char *what, PyObject *obj,
       return rc < 0 ? -1 : 1;
     }
 #endif
-    PyObject *attr = PyObject_GetAttr(obj, protocol_keys[i]);
+    /* A data descriptor (a C or Cython property, a __slots__ member) is what the lookup
+       of the attribute returns, before any instance attribute, unless the class has
+       its own __getattribute__: ask it directly. */
+    descrgetfunc get = Py_TYPE(descriptor)->tp_descr_get;
+    PyObject *attr = get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
+                             Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr
+                         ? get(descriptor, obj, (PyObject *)Py_TYPE(obj))
+                         : PyObject_GetAttr(obj, protocol_keys[i]);
     if (attr == NULL) return -1;
     rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);

@@ -257,6 +257,20 @@ class DynamicStream:
         raise AttributeError(name)
 
 
+class RedirectedSlots:
+    """A __slots__ member the class's own __getattribute__ overrides."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, address):
+        self.ptr = address + 4096
+
+    def __getattribute__(self, name):
+        if name == "ptr":
+            return HANDLE
+        return object.__getattribute__(self, name)
+
+
 class FailingProperty:
     @property
     def ptr(self):
@@ -281,6 +295,7 @@ class StreamObjects(unittest.TestCase):
         self.assertEqual(self.handle(SlotsStream(HANDLE)), HANDLE)
         self.assertEqual(self.handle(PropertyStream(HANDLE)), HANDLE)
         self.assertEqual(self.handle(DynamicStream(HANDLE)), HANDLE)
+        self.assertEqual(self.handle(RedirectedSlots(HANDLE)), HANDLE)
         only_the_instance = types.SimpleNamespace(__cuda_stream__=lambda: (0, HANDLE))
         self.assertEqual(self.handle(only_the_instance), HANDLE)
         with self.assertRaisesRegex(RuntimeError, "no stream yet"):
