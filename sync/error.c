@@ -8,10 +8,10 @@
 
 enum { DL_SYNC__MESSAGE_SIZE = 512 };
 
-static _Thread_local char last_message[DL_SYNC__MESSAGE_SIZE];
+static DL_SYNC__THREAD_LOCAL char last_message[DL_SYNC__MESSAGE_SIZE];
 /* Set while a question is answered (dl_sync__quiet): the failures it finds are not the
    caller's, and a call that does not fail writes nothing. */
-static _Thread_local int quiet;
+static DL_SYNC__THREAD_LOCAL int quiet;
 
 void dl_sync__quiet(int on) {
   quiet = on;

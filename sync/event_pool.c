@@ -13,11 +13,10 @@
  * so that threads pushing dependencies on one device do not contend for its pool's lock:
  * in steady state a dependency takes no lock at all.
  * Only events borrowed and given back within one call go through it; a thread's cache
- * returns to the pools when the thread exits (a pthread key destructor, which makes no
+ * returns to the pools when the thread exits (the platform's thread-exit hook, which makes no
  * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
  * pool alone knows which idle event is the oldest.
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,9 +290,9 @@ typedef struct thread_cache {
   cache_slot slots[DL_SYNC__CACHE_POOLS];
 } thread_cache;
 
-static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static dl_sync__mutex caches_lock = DL_SYNC__MUTEX_INIT;
 static thread_cache *caches;
-static _Thread_local thread_cache this_thread;
+static DL_SYNC__THREAD_LOCAL thread_cache this_thread;
 
 #define DL_SYNC__RELAXED memory_order_relaxed
 
@@ -317,18 +316,18 @@ static void slot_flush(cache_slot *slot) {
   atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);
 }
 
-/* The pthread key destructor: the thread is exiting. A dlsync call from a later
+/* The thread-exit hook: the thread is exiting. A dlsync call from a later
    destructor of the same thread goes to the pools directly. */
 static void cache_destroy(void *object) {
   thread_cache *cache = object;
-  pthread_mutex_lock(&caches_lock);
+  dl_sync__mutex_lock(&caches_lock);
   if (cache->prev != NULL)
     cache->prev->next = cache->next;
   else
     caches = cache->next;
   if (cache->next != NULL) cache->next->prev = cache->prev;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
-  pthread_mutex_unlock(&caches_lock);
+  dl_sync__mutex_unlock(&caches_lock);
   cache->state = CACHE_GONE;
 }
 
@@ -343,15 +342,15 @@ static void make_cache_key(void) {
 /* The thread's first use: its cache joins the list. */
 DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
   if (cache->state == CACHE_GONE) return NULL;
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, make_cache_key);
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, make_cache_key);
   if (dl_sync__thread_exit_set(cache) != 0) return NULL;
-  pthread_mutex_lock(&caches_lock);
+  dl_sync__mutex_lock(&caches_lock);
   cache->prev = NULL;
   cache->next = caches;
   if (caches != NULL) caches->prev = cache;
   caches = cache;
-  pthread_mutex_unlock(&caches_lock);
+  dl_sync__mutex_unlock(&caches_lock);
   cache->state = CACHE_LIVE;
   return cache;
 }
@@ -370,9 +369,9 @@ DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *p
       unbound = &cache->slots[i];
   if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
     unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
-    pthread_mutex_lock(&caches_lock); /* stats see the events in one place or the other */
+    dl_sync__mutex_lock(&caches_lock); /* stats see the events in one place or the other */
     slot_flush(unbound);
-    pthread_mutex_unlock(&caches_lock);
+    dl_sync__mutex_unlock(&caches_lock);
   }
   atomic_store_explicit(&unbound->pool, pool, DL_SYNC__RELAXED);
   return unbound;
@@ -475,10 +474,10 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   *out = (dl_sync_pool_stats){0};
   pool_set *set = find_set(backend, 0);
   if (set == NULL) return DL_SYNC_OK;
-  pthread_mutex_lock(&caches_lock);
+  dl_sync__mutex_lock(&caches_lock);
   for (dl_sync__pool *pool = atomic_load(&set->pools[device_id]); pool != NULL; pool = pool->next)
     add_stats(pool, out);
-  pthread_mutex_unlock(&caches_lock);
+  dl_sync__mutex_unlock(&caches_lock);
   return DL_SYNC_OK;
 }
 
@@ -521,7 +520,7 @@ static int drain(dl_sync__pool *pool, int *status) {
 int dl_sync_shutdown(void) {
   int status = DL_SYNC_OK;
   dl_sync__release_drain(); /* their events go back to the pools first */
-  pthread_mutex_lock(&caches_lock); /* held throughout: exiting threads flush into pools */
+  dl_sync__mutex_lock(&caches_lock); /* held throughout: exiting threads flush into pools */
   flush_all_caches();
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
@@ -536,7 +535,7 @@ int dl_sync_shutdown(void) {
     }
     atomic_store(&set->backend, NULL);
   }
-  pthread_mutex_unlock(&caches_lock);
+  dl_sync__mutex_unlock(&caches_lock);
   int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
   if (status == DL_SYNC_OK) status = released;
   return dl_sync__named("dl_sync_shutdown", status);
@@ -547,10 +546,7 @@ int dl_sync_shutdown(void) {
    does not have), is made anew. The forking thread's own cache is reset, and its key
    value cleared so that its exit flushes nothing. */
 static void forget_caches_in_child(void) {
-  if (pthread_mutex_trylock(&caches_lock) == 0)
-    pthread_mutex_unlock(&caches_lock);
-  else
-    pthread_mutex_init(&caches_lock, NULL);
+  dl_sync__mutex_renew(&caches_lock);
   caches = NULL;
   memset(&this_thread, 0, sizeof this_thread);
   dl_sync__thread_exit_set(NULL);
@@ -575,8 +571,8 @@ static void register_fork_handler(void) {
 }
 
 static void watch_fork(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, register_fork_handler);
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, register_fork_handler);
 }
 
 /* --- unloading ---------------------------------------------------------------------- */
@@ -590,6 +586,6 @@ static void pin(void) {
 /* A graph (or a tensor) that calls back into dlsync may outlive a dlclose of the library
    holding it: from then on that object stays mapped. */
 void dl_sync__pin_code(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, pin);
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, pin);
 }

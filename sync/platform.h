@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * platform.h: what dlsync asks of the operating system beyond C11 and threads: loading
+ * platform.h: what dlsync asks of the operating system beyond C11: loading
  * libraries and finding the loaded ones, the identity of the code at an address, keeping
- * this copy's code mapped, a thread-exit hook, yielding the processor, and fork. platform_posix.c holds the POSIX answers (dlfcn and
- * the dynamic loader's list of objects); the rest of the library includes no loader or
- * process header.
+ * this copy's code mapped, a thread-exit hook, yielding the processor, fork, and the
+ * locks, one-time calls and thread-local storage the library uses. platform_posix.c holds
+ * the POSIX answers (dlfcn, the dynamic loader's list of objects, pthreads),
+ * platform_windows.c the Windows ones; the rest of the library includes no operating
+ * system header.
  */
 #ifndef DL_SYNC_PLATFORM_H_
 #define DL_SYNC_PLATFORM_H_
@@ -43,6 +45,55 @@ int dl_sync__thread_exit_set(void *value);
 
 /* Lets another thread run (a spin lock's contended wait). */
 void dl_sync__yield(void);
+
+/* Locks and one-time calls, both initialized statically (DL_SYNC__MUTEX_INIT,
+   DL_SYNC__ONCE_INIT): pthreads where there are, the system's own on Windows (a slim
+   reader/writer lock held exclusively, a one-time initialization), so that the library
+   needs no pthreads library there. dl_sync__mutex_renew is for a fork child: a lock a
+   thread of the parent held at the fork (a thread the child does not have) is made anew. */
+#ifdef _WIN32
+typedef struct dl_sync__mutex {
+  void *state; /* an SRWLOCK */
+} dl_sync__mutex;
+typedef struct dl_sync__once {
+  void *state; /* an INIT_ONCE */
+} dl_sync__once;
+#define DL_SYNC__MUTEX_INIT {0}
+#define DL_SYNC__ONCE_INIT {0}
+void dl_sync__mutex_lock(dl_sync__mutex *mutex);
+void dl_sync__mutex_unlock(dl_sync__mutex *mutex);
+void dl_sync__mutex_renew(dl_sync__mutex *mutex);
+void dl_sync__once_run(dl_sync__once *once, void (*function)(void));
+#else
+#include <pthread.h>
+typedef pthread_mutex_t dl_sync__mutex;
+typedef pthread_once_t dl_sync__once;
+#define DL_SYNC__MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+#define DL_SYNC__ONCE_INIT PTHREAD_ONCE_INIT
+static inline void dl_sync__mutex_lock(dl_sync__mutex *mutex) {
+  pthread_mutex_lock(mutex);
+}
+static inline void dl_sync__mutex_unlock(dl_sync__mutex *mutex) {
+  pthread_mutex_unlock(mutex);
+}
+static inline void dl_sync__mutex_renew(dl_sync__mutex *mutex) {
+  if (pthread_mutex_trylock(mutex) == 0)
+    pthread_mutex_unlock(mutex);
+  else
+    pthread_mutex_init(mutex, NULL);
+}
+static inline void dl_sync__once_run(dl_sync__once *once, void (*function)(void)) {
+  pthread_once(once, function);
+}
+#endif
+
+/* Thread-local storage: C11's, or MSVC's own storage class (which has it in every
+   version, in DLLs too). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define DL_SYNC__THREAD_LOCAL __declspec(thread)
+#else
+#define DL_SYNC__THREAD_LOCAL _Thread_local
+#endif
 
 /* Registers handlers run around fork(): prepare in the parent before, parent and child
    after (any may be NULL). Nothing where processes do not fork. */

@@ -73,7 +73,7 @@ void dl_sync__pin_object_at(const void *address) {
   if (file != NULL) dlopen(file, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
-/* pthread keys (winpthreads' on Windows): the key's destructor is the hook. Unloading
+/* A pthread key: the key's destructor is the hook. Unloading
    this copy (or the process's exit) deletes the key: later thread exits run nothing. */
 static pthread_key_t exit_key;
 static int exit_key_made;
@@ -100,4 +100,7 @@ void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)
   pthread_atfork(prepare, parent, child);
 }
 
+#else
+/* ISO C wants a declaration in every file, this one empty on the other systems. */
+typedef int dl_sync__platform_posix_not_built;
 #endif /* !_WIN32 */

@@ -8,14 +8,13 @@
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #include <psapi.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 enum { DL_SYNC__PATH_BYTES = 1024 };
 
-static _Thread_local char last_error[256];
-static _Thread_local char file_name[DL_SYNC__PATH_BYTES];
+static DL_SYNC__THREAD_LOCAL char last_error[256];
+static DL_SYNC__THREAD_LOCAL char file_name[DL_SYNC__PATH_BYTES];
 
 static void note_error(const char *what, const char *file) {
   snprintf(last_error, sizeof last_error, "%s %s: Windows error %lu", what, file,
@@ -103,22 +102,62 @@ void dl_sync__pin_object_at(const void *address) {
   module_at(address, GET_MODULE_HANDLE_EX_FLAG_PIN);
 }
 
-/* A pthread key (winpthreads'), whose destructor is the hook. It is never deleted: a key
-   deleted while the process exits (DLL detach) could wait for a lock a thread killed by
-   the exit still holds. Instead the module holding this copy is pinned when the key is
-   made, so that the hook's code stays mapped for every thread that exits later. */
-static pthread_key_t exit_key;
-static int exit_key_made;
-static const char exit_key_marker; /* an address inside this copy's module */
+/* A fiber-local storage slot, whose callback is the hook: Windows calls it when a thread
+   (or fiber) with a value set exits. The slot is never freed: freeing it while the process
+   exits (DLL detach) would run the callback on other threads' values, and could wait for a
+   lock a thread killed by the exit still holds. Instead the module holding this copy is
+   pinned when the slot is made, so that the hook's code stays mapped for every thread that
+   exits later. */
+static DWORD exit_slot = FLS_OUT_OF_INDEXES;
+static void (*exit_hook)(void *value);
+static const char exit_slot_marker; /* an address inside this copy's module */
+
+static void WINAPI run_exit_hook(void *value) {
+  if (value != NULL) exit_hook(value);
+}
 
 void dl_sync__thread_exit_make(void (*on_exit)(void *value)) {
-  exit_key_made = pthread_key_create(&exit_key, on_exit) == 0;
-  if (exit_key_made) dl_sync__pin_object_at(&exit_key_marker);
+  exit_hook = on_exit;
+  exit_slot = FlsAlloc(run_exit_hook);
+  if (exit_slot != FLS_OUT_OF_INDEXES) dl_sync__pin_object_at(&exit_slot_marker);
 }
 
 int dl_sync__thread_exit_set(void *value) {
-  if (!exit_key_made) return value != NULL ? -1 : 0;
-  return pthread_setspecific(exit_key, value) == 0 ? 0 : -1;
+  if (exit_slot == FLS_OUT_OF_INDEXES) return value != NULL ? -1 : 0;
+  return FlsSetValue(exit_slot, value) ? 0 : -1;
+}
+
+/* The lock and the one-time call share the layout of the system's objects (a pointer);
+   both start as zero (SRWLOCK_INIT, INIT_ONCE_STATIC_INIT). */
+_Static_assert(sizeof(dl_sync__mutex) == sizeof(SRWLOCK), "dl_sync__mutex is an SRWLOCK");
+_Static_assert(sizeof(dl_sync__once) == sizeof(INIT_ONCE), "dl_sync__once is an INIT_ONCE");
+
+void dl_sync__mutex_lock(dl_sync__mutex *mutex) {
+  AcquireSRWLockExclusive((SRWLOCK *)mutex);
+}
+
+void dl_sync__mutex_unlock(dl_sync__mutex *mutex) {
+  ReleaseSRWLockExclusive((SRWLOCK *)mutex);
+}
+
+void dl_sync__mutex_renew(dl_sync__mutex *mutex) {
+  InitializeSRWLock((SRWLOCK *)mutex);
+}
+
+struct once_call {
+  void (*function)(void);
+};
+
+static BOOL CALLBACK run_once(INIT_ONCE *once, void *parameter, void **context) {
+  (void)once;
+  (void)context;
+  ((struct once_call *)parameter)->function();
+  return TRUE;
+}
+
+void dl_sync__once_run(dl_sync__once *once, void (*function)(void)) {
+  struct once_call call = {function};
+  InitOnceExecuteOnce((INIT_ONCE *)once, run_once, &call, NULL);
 }
 
 void dl_sync__yield(void) {
@@ -131,4 +170,7 @@ void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)
   (void)child;
 }
 
+#else
+/* ISO C wants a declaration in every file, this one empty on the other systems. */
+typedef int dl_sync__platform_windows_not_built;
 #endif /* _WIN32 */

@@ -11,7 +11,6 @@
  * blocking is allowed). Later dlsync calls take a few done ones each; their deleters run
  * with no lock held.
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -75,8 +74,8 @@ static int already_released(const void *tensor) {
 /* Appends entry (oldest first). Unless always, EINVAL when its tensor already waits; a
    graph's entry is appended always (the graph holds it already). */
 static int enqueue(pending *entry, int always) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, register_fork_handler);
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, register_fork_handler);
   list_lock();
   pending **at = &list_head;
   int known = 0;

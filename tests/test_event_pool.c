@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -254,6 +255,51 @@ static void test_statistics_never_see_an_evicted_slot_twice(void **state) {
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
 }
 
+/* The thread-exit hook (the platform's: a pthread key, a fiber-local slot on Windows)
+   gives an exiting thread's cached events back: its cache is flushed before the join
+   returns, and the thread's events are then idle in the pool. */
+static atomic_int exit_flushes;
+static dl_sync_backend exiting;
+
+static void count_flush(void) {
+  atomic_fetch_add(&exit_flushes, 1);
+}
+
+static void *borrow_then_exit(void *unused) {
+  (void)unused;
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, &exiting);
+  dl_sync__borrowed borrowed;
+  if (dl_sync__pool_borrow(&exiting, (DLDevice){kDLCUDA, 0}, NULL, 0, &guard, &borrowed) !=
+      DL_SYNC_OK)
+    return (void *)1;
+  int cached = borrowed.slot != NULL;
+  dl_sync__pool_return(&borrowed);
+  return cached ? NULL : (void *)1;
+}
+
+static void test_a_threads_exit_gives_its_cache_back(void **state) {
+  (void)state;
+  exiting = ring_backend;
+  exiting.name = "exiting";
+  exiting.flags = 0;
+  dl_sync__cache_flush_hook = count_flush;
+  for (int i = 0; i < 3; i++) {
+    pthread_t thread;
+    void *result = (void *)1;
+    assert_int_equal(pthread_create(&thread, NULL, borrow_then_exit, NULL), 0);
+    assert_int_equal(pthread_join(thread, &result), 0);
+    assert_null(result); /* the event went through the thread's cache */
+    assert_int_equal(atomic_load(&exit_flushes), i + 1);
+  }
+  dl_sync__cache_flush_hook = NULL;
+  dl_sync_pool_stats stats;
+  assert_int_equal(dl_sync_pool_stats_get(&exiting, 0, &stats), DL_SYNC_OK);
+  assert_int_equal(stats.created, 1); /* each thread found the one its predecessor gave back */
+  assert_int_equal(stats.outstanding, 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+}
+
 #ifndef _WIN32
 /* A child after fork() starts with no pools: the parent's events are not its own. */
 static void test_a_forked_child_starts_without_pools(void **state) {
@@ -375,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
       cmocka_unit_test(test_a_retired_pool_is_freed_with_its_last_event),
       cmocka_unit_test(test_statistics_never_see_an_evicted_slot_twice),
+      cmocka_unit_test(test_a_threads_exit_gives_its_cache_back),
       cmocka_unit_test(test_a_forked_child_starts_without_pools),
       cmocka_unit_test(test_a_forked_child_is_free_of_the_parents_threads_and_caches),
   };

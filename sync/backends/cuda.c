@@ -6,7 +6,6 @@
  * cudaStreamLegacy (1) and cudaStreamPerThread (2) explicitly, which mean the same to
  * every caller whatever its --default-stream setting.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +19,7 @@ static dl_sync__runtime runtime = {.family = "CUDA runtime",
                                    .file_prefix = DL_SYNC__CUDART_FILE_PREFIX,
                                    .version_call = "cudaRuntimeGetVersion",
                                    .resolve = resolve,
-                                   .lock = PTHREAD_MUTEX_INITIALIZER};
+                                   .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
 #define DL_SYNC__CUDA_POINTER(ret, name, params) ret(*name) params;

@@ -14,7 +14,6 @@
  * synchronizations run in the relaxed capture mode. The driver keeps no "last error", so
  * the runtime's is never touched.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +33,7 @@ static dl_sync__runtime driver = {.family = "CUDA driver",
                                   .loadable = 1,
                                   .version_call = "cuDriverGetVersion",
                                   .resolve = resolve,
-                                  .lock = PTHREAD_MUTEX_INITIALIZER};
+                                  .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
 #define DL_SYNC__CU_POINTER(ret, name, params) ret(*name) params;
@@ -91,7 +90,7 @@ static int resolve(dl_sync__runtime *rt) {
 /* cuInit once, at the first call that needs the driver; its answer is every later one's
    while it failed (no device, a driver mismatch). */
 enum { DL_SYNC__CUDA_MAX_DEVICES = DL_SYNC_MAX_DEVICES };
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static dl_sync__once init_once = DL_SYNC__ONCE_INIT;
 static CUresult init_code;
 static int device_count;
 static CUdevice devices[DL_SYNC__CUDA_MAX_DEVICES];
@@ -116,7 +115,7 @@ static void init(void) {
 
 static int need_driver(void) {
   if (!dl_sync__runtime_find(&driver, 1)) return DL_SYNC__NO_RUNTIME;
-  pthread_once(&init_once, init);
+  dl_sync__once_run(&init_once, init);
   return init_code;
 }
 

@@ -13,7 +13,6 @@
  * invalidates that capture from 6.2 on. HIP has no legacy stream handle: the null
  * stream (0) is its legacy default stream.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +26,7 @@ static dl_sync__runtime runtime = {.family = "HIP runtime",
                                    .file_prefix = DL_SYNC__HIP_FILE_PREFIX,
                                    .version_call = "hipRuntimeGetVersion",
                                    .resolve = resolve,
-                                   .lock = PTHREAD_MUTEX_INITIALIZER};
+                                   .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
 #define DL_SYNC__HIP_POINTER(ret, name, params) ret(*name) params;

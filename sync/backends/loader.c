@@ -116,13 +116,13 @@ static _Atomic(dl_sync__runtime *) searched[DL_SYNC__RUNTIMES];
 static void lock_all(void) {
   for (size_t i = 0; i < DL_SYNC__RUNTIMES; i++) {
     dl_sync__runtime *rt = atomic_load(&searched[i]);
-    if (rt != NULL) pthread_mutex_lock(&rt->lock);
+    if (rt != NULL) dl_sync__mutex_lock(&rt->lock);
   }
 }
 static void unlock_all(void) {
   for (size_t i = DL_SYNC__RUNTIMES; i-- > 0;) {
     dl_sync__runtime *rt = atomic_load(&searched[i]);
-    if (rt != NULL) pthread_mutex_unlock(&rt->lock);
+    if (rt != NULL) dl_sync__mutex_unlock(&rt->lock);
   }
 }
 static void watch_fork(void) {
@@ -132,8 +132,8 @@ static void watch_fork(void) {
 /* Called before rt's lock is first taken; a fork meanwhile does not hold it yet, which is
    safe: no search of rt has begun. */
 static void register_search(dl_sync__runtime *rt) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, watch_fork); /* at the first search: nothing runs at load */
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, watch_fork); /* at the first search: nothing runs at load */
   for (size_t i = 0; i < DL_SYNC__RUNTIMES; i++) {
     dl_sync__runtime *expected = NULL;
     if (atomic_load(&searched[i]) == rt ||
@@ -146,7 +146,7 @@ int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load) {
   int state = atomic_load_explicit(&rt->state, memory_order_acquire);
   if (state != DL_SYNC__RUNTIME_UNFOUND) return state == DL_SYNC__RUNTIME_READY;
   register_search(rt);
-  pthread_mutex_lock(&rt->lock);
+  dl_sync__mutex_lock(&rt->lock);
   state = atomic_load_explicit(&rt->state, memory_order_relaxed);
   if (state == DL_SYNC__RUNTIME_UNFOUND) {
     int final = 1;
@@ -157,13 +157,13 @@ int dl_sync__runtime_find(dl_sync__runtime *rt, int may_load) {
     if (state == DL_SYNC__RUNTIME_READY) rt->why[0] = '\0';
     atomic_store_explicit(&rt->state, state, memory_order_release);
   }
-  pthread_mutex_unlock(&rt->lock);
+  dl_sync__mutex_unlock(&rt->lock);
   return state == DL_SYNC__RUNTIME_READY;
 }
 
 void dl_sync__runtime_lock(dl_sync__runtime *rt) {
   register_search(rt);
-  pthread_mutex_lock(&rt->lock);
+  dl_sync__mutex_lock(&rt->lock);
 }
 
 void *dl_sync__runtime_symbol(const dl_sync__runtime *rt, const char *name) {

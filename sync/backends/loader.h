@@ -9,7 +9,6 @@
 #ifndef DL_SYNC_LOADER_H_
 #define DL_SYNC_LOADER_H_
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "../internal.h"
@@ -28,7 +27,7 @@ struct dl_sync__runtime {
   /* Binds the entry points once the library is open; 0, or dl_sync__runtime_reject. */
   int (*resolve)(dl_sync__runtime *rt);
 
-  pthread_mutex_t lock;
+  dl_sync__mutex lock;
   atomic_int state;                              /* DL_SYNC__RUNTIME_* */
   void *handle;                                  /* the dlopen handle, unless bound by lookup */
   void *(*lookup)(void *user, const char *name); /* bound by the caller */

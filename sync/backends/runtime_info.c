@@ -84,7 +84,7 @@ static int bind_runtime(const dl_sync_backend *backend,
     }
     atomic_store_explicit(&rt->state, state, memory_order_release);
   }
-  pthread_mutex_unlock(&rt->lock);
+  dl_sync__mutex_unlock(&rt->lock);
   return status;
 }
 
