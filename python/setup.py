@@ -77,12 +77,21 @@ PUBLIC_HEADERS = [
     if os.path.basename(p) != "sim.h"
 ]
 WINDOWS = sys.platform == "win32"
-# MSVC takes C11 as /std:c11; elsewhere (gcc, clang, MinGW) symbols stay hidden.
+# MSVC takes C11 as /std:c11, with its C11 atomics behind a flag (Visual Studio 2022 17.5
+# and later); elsewhere (gcc, clang, MinGW) symbols stay hidden.
 MSVC = WINDOWS and "GCC" not in sys.version
-CFLAGS = ["/std:c11"] if MSVC else ["-std=c11", "-fvisibility=hidden"]
-# dlsync's own build: its API is hidden in a static copy (dlsync/version.h).
+CFLAGS = ["/std:c11", "/experimental:c11atomics"] if MSVC else ["-std=c11", "-fvisibility=hidden"]
+# dlsync's own build: its API is hidden in a static copy (dlsync/version.h). MinGW: the C99
+# printf (%zu, %lld), as the CMake build has it.
 MACROS = [("DL_SYNC_BUILDING_LIBRARY", None)]
-SYSTEM_LIBRARIES = ["psapi"] if WINDOWS else ["pthread", "dl"]
+if WINDOWS and not MSVC:
+    MACROS.append(("__USE_MINGW_ANSI_STDIO", "1"))
+# The library asks Windows for its module list (psapi); the simulated device behind
+# dlsync.testing needs pthreads: winpthreads with MinGW (MSVC has none to link).
+if WINDOWS:
+    SYSTEM_LIBRARIES = ["psapi"] if MSVC else ["psapi", "pthread"]
+else:
+    SYSTEM_LIBRARIES = ["pthread", "dl"]
 # The extension exports only its init function: a version script where the linker is
 # GNU ld's or lld's for ELF; on Windows only what is marked for export leaves a DLL.
 LINK_ARGS = [] if WINDOWS else ["-Wl,--version-script=" + os.path.relpath(os.path.join(HERE, "dlsync", "exports.map"), HERE)]
