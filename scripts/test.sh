@@ -60,8 +60,9 @@ for mode in "" --no-sync; do
     grep -E "^(race checker|verdict):" | paste -sd ' ' | sed "s/^/aarch64 demo ${mode:-with dlsync}: /"
 done
 
-# Windows x86_64: built with MinGW-w64, the unit, simulator and bad-input suites and the
-# demo run under Wine (tests/CMakeLists.txt says which suites are POSIX-only).
+# Windows x86_64: built with MinGW-w64, the unit, simulator, bad-input and fake-driver
+# (nvcuda.dll) suites and the demo run under Wine (tests/CMakeLists.txt says which suites
+# are POSIX-only).
 echo "== windows (MinGW-w64, Wine): configure, build, test"
 bash scripts/install-deps.sh gcc-mingw-w64-x86-64 g++-mingw-w64-x86-64 wine wine64 dpkg-dev
 bash tests/windows/build-cmocka.sh build/cmocka-mingw build/mingw-prefix

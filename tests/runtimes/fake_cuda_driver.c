@@ -420,10 +420,12 @@ static int stream_kind(const fake_stream *stream) {
    CUDA_ERROR_NOT_INITIALIZED. */
 static int forked_child;
 
+#ifndef _WIN32
 static void child_after_fork(void) {
   forked_child = 1;
   initialized = 0;
 }
+#endif
 
 FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
   ENTER_ANY();
@@ -457,7 +459,9 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
     fake_legacy[d] = (fake_stream){.device = d, .context = &primaries[d]};
   }
   initialized = 1;
+#ifndef _WIN32 /* no fork there */
   pthread_atfork(NULL, NULL, child_after_fork);
+#endif
   return CUDA_SUCCESS;
 }
 

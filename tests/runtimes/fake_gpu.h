@@ -16,7 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _WIN32 /* a DLL exports what is marked so */
+#define FAKE_EXPORT __declspec(dllexport)
+#else
 #define FAKE_EXPORT __attribute__((visibility("default")))
+#endif
 #define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has its own */
 
 enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
