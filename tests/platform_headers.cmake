@@ -7,7 +7,10 @@ set(standard assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646
     locale.h math.h setjmp.h signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h
     stdint.h stdio.h stdlib.h stdnoreturn.h string.h tgmath.h threads.h time.h uchar.h wchar.h
     wctype.h)
-set(platform_files sync/platform.h sync/platform_posix.c sync/platform_windows.c)
+# The simulated device's header is of a library built on pthreads (sync/sim/), not of the
+# core library.
+set(platform_files sync/platform.h sync/platform_posix.c sync/platform_windows.c
+    include/dlsync/sim.h)
 file(GLOB sources RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/sync/*.[ch] ${SOURCE_DIR}/sync/backends/*.[ch]
      ${SOURCE_DIR}/include/dlsync/*.h)
 set(failures)

@@ -18,6 +18,7 @@
 #ifndef DL_SYNC_SIM_H_
 #define DL_SYNC_SIM_H_
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -235,6 +236,18 @@ DL_SYNC_API void dl_sync_sim_race_reset(void);
  */
 DL_SYNC_API int dl_sync_sim_host_release(const void *key);
 DL_SYNC_API int dl_sync_sim_host_acquire(const void *key);
+
+/**
+ * pthread_create and pthread_join with the simulator's edges, whatever the process's
+ * definitions are: on Windows (where nothing can be interposed on), in a program that
+ * links dlsync_sim_static with a sanitizer, or for code outside the object that links the
+ * static library. Each returns what the definition it calls returns. A join orders the
+ * joining thread after the joined one only through dl_sync_sim_thread_join (or a seen
+ * pthread_join), and the joined thread must have been made through either creation.
+ */
+DL_SYNC_API int dl_sync_sim_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                          void *(*start)(void *), void *arg);
+DL_SYNC_API int dl_sync_sim_thread_join(pthread_t thread, void **result);
 
 /** The dlsync backend over the simulator (install it under CUDA or ROCm types). */
 DL_SYNC_API const dl_sync_backend *dl_sync_sim_backend(void);

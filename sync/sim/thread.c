@@ -16,9 +16,10 @@
  * program (or shared object) it is linked into. Both are weak: a sanitizer runtime linked
  * into the same program keeps its own, and in the shared case calls these next.
  *
- * Windows has no symbol interposition: there the simulator's own threads are made by the
- * C library's pthread_create (winpthreads), and a program orders its threads with
- * dl_sync_sim_host_release and dl_sync_sim_host_acquire.
+ * dl_sync_sim_thread_create and dl_sync_sim_thread_join make the same edges without
+ * interposition: Windows has none (there the simulator's own threads are made by the C
+ * library's pthread_create, winpthreads'), and a sanitized static copy leaves the
+ * program's definitions alone.
  */
 #ifndef _WIN32
 #define _GNU_SOURCE /* RTLD_NEXT, RTLD_DEFAULT */
@@ -42,12 +43,8 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define DL_SYNC__SIM_SANITIZED 1
 #endif
-/* Without the interceptors (above) the helpers below serve nothing. */
 #if !defined(_WIN32) && (defined(DL_SYNC_BUILDING_SHARED) || !defined(DL_SYNC__SIM_SANITIZED))
 #define DL_SYNC__SIM_INTERCEPTS 1
-#define DL_SYNC__SIM_HELPER
-#else
-#define DL_SYNC__SIM_HELPER __attribute__((unused))
 #endif
 
 typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -63,7 +60,7 @@ struct sim_thread_exit {
 static create_fn *next_create;
 static join_fn *next_join;
 #endif
-DL_SYNC__SIM_HELPER static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t birth_key;
 static int key_made;
 
@@ -173,7 +170,7 @@ static void thread_exit(void *object) {
   free(birth);
 }
 
-DL_SYNC__SIM_HELPER static void make_key(void) {
+static void make_key(void) {
   key_made = pthread_key_create(&birth_key, thread_exit) == 0;
 }
 
@@ -185,7 +182,7 @@ __attribute__((destructor)) static void forget_key(void) {
 }
 
 /* Removes and returns the record thread filed when it exited, or NULL (lock held). */
-DL_SYNC__SIM_HELPER static struct sim_thread_exit *take_exit(pthread_t thread) {
+static struct sim_thread_exit *take_exit(pthread_t thread) {
   for (struct sim_thread_exit **link = &dl_sync__sim.thread_exits; *link != NULL;
        link = &(*link)->next)
     if (pthread_equal((*link)->thread, thread)) {
@@ -204,10 +201,9 @@ void dl_sync__sim_thread_exits_free(void) {
   }
 }
 
-#if defined(DL_SYNC__SIM_INTERCEPTS)
-DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                                                     void *(*start)(void *), void *arg) {
-  if (own_thread_call) return next_pthread_create(thread, attr, start, arg);
+/* A creation with its edge: create is the definition that makes the thread. */
+static int create_with_edges(create_fn *create, pthread_t *thread, const pthread_attr_t *attr,
+                             void *(*start)(void *), void *arg) {
   pthread_once(&key_once, make_key);
   sim_birth *birth = key_made ? malloc(sizeof *birth) : NULL;
   /* The lock is held until the new thread's id is known: the thread cannot exit and file
@@ -227,8 +223,8 @@ DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pt
     }
   }
   /* Without memory for the birth the thread is made without the edges (stricter). */
-  int error = birth != NULL ? next_pthread_create(thread, attr, dl_sync__sim_thread_start, birth)
-                            : next_pthread_create(thread, attr, start, arg);
+  int error = birth != NULL ? create(thread, attr, dl_sync__sim_thread_start, birth)
+                            : create(thread, attr, start, arg);
   for (struct sim_thread_exit *stale; error == 0 && (stale = take_exit(*thread)) != NULL;)
     free(stale);
   pthread_mutex_unlock(&dl_sync__sim.lock);
@@ -236,9 +232,10 @@ DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pt
   return error;
 }
 
-DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **result) {
-  int error = next_pthread_join(thread, result);
-  if (error != 0 || own_thread_call) return error;
+/* A join with its edge: join is the definition that joins. */
+static int join_with_edges(join_fn *join, pthread_t thread, void **result) {
+  int error = join(thread, result);
+  if (error != 0) return error;
   pthread_mutex_lock(&dl_sync__sim.lock);
   struct sim_thread_exit *record = take_exit(thread);
   sim_clock *clock = NULL;
@@ -248,4 +245,32 @@ DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **resu
   free(record);
   return 0;
 }
+
+#if defined(DL_SYNC__SIM_INTERCEPTS)
+DL_SYNC_API __attribute__((weak)) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                                     void *(*start)(void *), void *arg) {
+  if (own_thread_call) return next_pthread_create(thread, attr, start, arg);
+  return create_with_edges(next_pthread_create, thread, attr, start, arg);
+}
+
+DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **result) {
+  if (own_thread_call) return next_pthread_join(thread, result);
+  return join_with_edges(next_pthread_join, thread, result);
+}
+#define DL_SYNC__SIM_CREATE next_pthread_create
+#define DL_SYNC__SIM_JOIN next_pthread_join
+#else
+#define DL_SYNC__SIM_CREATE pthread_create
+#define DL_SYNC__SIM_JOIN pthread_join
 #endif
+
+/* The same edges where no definition can be interposed on (Windows, a sanitized static
+   copy), or for a program that wants them explicit. */
+int dl_sync_sim_thread_create(pthread_t *thread, const pthread_attr_t *attr,
+                              void *(*start)(void *), void *arg) {
+  return create_with_edges(DL_SYNC__SIM_CREATE, thread, attr, start, arg);
+}
+
+int dl_sync_sim_thread_join(pthread_t thread, void **result) {
+  return join_with_edges(DL_SYNC__SIM_JOIN, thread, result);
+}

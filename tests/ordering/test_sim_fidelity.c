@@ -40,7 +40,7 @@ enum { VALUE_ROUNDS = 100 };
 
 #define SKIP_UNLESS_THE_SIM_SEES_THREADS()                                     \
   do {                                                                         \
-    if (!SIM_SEES_THREADS) {                                                   \
+    if (!SIM_SEES_THREADS && !explicit_calls) {                                \
       print_message(                                                           \
           "skipped: the sanitizer's pthread_create is the program's, not the " \
           "simulator's static one\n");                                         \
@@ -397,6 +397,25 @@ static void host_fill(pattern *data, int32_t value) {
   }
 }
 
+/* How the threads below are made and joined: the plain calls, which the simulator sees by
+   interposing on them, or its explicit ones (dl_sync_sim_thread_create and _join), which
+   give the same edges where nothing is interposed on: on Windows, always. */
+#ifdef _WIN32
+static const int explicit_calls = 1;
+#else
+static int explicit_calls;
+#endif
+
+static int create_thread(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                         void *arg) {
+  return explicit_calls ? dl_sync_sim_thread_create(thread, attr, start, arg)
+                        : pthread_create(thread, attr, start, arg);
+}
+
+static int join_thread(pthread_t thread, void **result) {
+  return explicit_calls ? dl_sync_sim_thread_join(thread, result) : pthread_join(thread, result);
+}
+
 typedef struct reader {
   pthread_t thread;
   pattern *data;
@@ -412,8 +431,8 @@ static void *read_on_a_new_stream(void *arg) {
   if (r->via_child) {
     reader child = *r;
     child.via_child = 0;
-    r->error = pthread_create(&child.thread, NULL, read_on_a_new_stream, &child);
-    if (r->error == 0) r->error = pthread_join(child.thread, NULL);
+    r->error = create_thread(&child.thread, NULL, read_on_a_new_stream, &child);
+    if (r->error == 0) r->error = join_thread(child.thread, NULL);
     if (r->error == 0) r->error = child.error;
     return NULL;
   }
@@ -430,9 +449,9 @@ static uint64_t read_on_a_created_thread(int write_before_create, int via_child)
   data = (pattern){.racy = !write_before_create};
   reader r = {.data = &data, .expected = 10, .via_child = via_child};
   if (write_before_create) host_fill(&data, 10);
-  assert_int_equal(pthread_create(&r.thread, NULL, read_on_a_new_stream, &r), 0);
+  assert_int_equal(create_thread(&r.thread, NULL, read_on_a_new_stream, &r), 0);
   if (!write_before_create) host_fill(&data, 10);
-  assert_int_equal(pthread_join(r.thread, NULL), 0);
+  assert_int_equal(join_thread(r.thread, NULL), 0);
   CHECK_SIM(r.error);
   /* the reader synchronized its stream, and this thread joined it */
   CHECK_SIM(dl_sync_sim_host_access("host reads mismatches", &data.mismatches, DL_SYNC_SIM_READ));
@@ -442,9 +461,6 @@ static uint64_t read_on_a_created_thread(int write_before_create, int via_child)
 
 static void test_a_created_thread_is_ordered_after_its_creator(void **state) {
   (void)state;
-#ifdef _WIN32
-  skip(); /* no pthread_create and pthread_join interposition on Windows (sync/sim/thread.c) */
-#endif
   SKIP_UNLESS_THE_SIM_SEES_THREADS();
   dl_sync_sim_set_jitter(51, 200);
   assert_int_equal(read_on_a_created_thread(1, 0), 0);
@@ -454,13 +470,38 @@ static void test_a_created_thread_is_ordered_after_its_creator(void **state) {
 
 static void test_negative_control_a_write_after_pthread_create_is_unordered(void **state) {
   (void)state;
-#ifdef _WIN32
-  skip(); /* no pthread_create and pthread_join interposition on Windows (sync/sim/thread.c) */
-#endif
   SKIP_UNLESS_THE_SIM_SEES_THREADS();
   uint64_t races = read_on_a_created_thread(0, 0);
   print_races("host write after creating the reading thread");
   assert_int_equal(races, 1);
+}
+
+/* The explicit calls give the same edges in every build, a sanitized static copy and
+   Windows included; the control is the same program with the write after the creation. */
+static void test_the_explicit_calls_order_a_created_thread(void **state) {
+  (void)state;
+  dl_sync_sim_set_jitter(53, 200);
+  assert_int_equal(read_on_a_created_thread(1, 0), 0);
+  assert_int_equal(read_on_a_created_thread(1, 1), 0);
+  uint64_t before = dl_sync_sim_race_count();
+  uint64_t races = read_on_a_created_thread(0, 0) - before;
+  print_races("explicit calls, host write after creating the reading thread");
+  assert_int_equal(races, 1);
+}
+
+static int use_sim_with_explicit_calls(void **state) {
+#ifndef _WIN32
+  explicit_calls = 1;
+#endif
+  return use_sim(state);
+}
+
+/* Also after a failed assertion, which leaves the test early. */
+static int leave_sim_with_plain_calls(void **state) {
+#ifndef _WIN32
+  explicit_calls = 0;
+#endif
+  return leave_sim(state);
 }
 
 typedef enum handoff {
@@ -492,7 +533,7 @@ static void *synchronize_then_signal(void *arg) {
   if (s->error == 0 && s->how == BY_RELEASE_FLAG_ANNOTATED) s->error = dl_sync_sim_host_release(s);
   if (s->error == 0 && s->how == BY_JOINING_ITS_CHILD) {
     /* The child never uses the simulator: it passes on what it inherited. */
-    s->error = pthread_create(&s->child, NULL, do_nothing, NULL);
+    s->error = create_thread(&s->child, NULL, do_nothing, NULL);
     __atomic_store_n(&s->child_made, 1, __ATOMIC_RELAXED); /* no order: only the joins */
   }
   __atomic_store_n(&s->done, 1,
@@ -511,17 +552,17 @@ static uint64_t consume_after_handoff(handoff how) {
      nothing and files no clock: the only one a join could take is the synchronizer's. */
   pthread_t bystander;
   if (how == BY_JOINING_ANOTHER_THREAD)
-    assert_int_equal(pthread_create(&bystander, NULL, do_nothing, NULL), 0);
+    assert_int_equal(create_thread(&bystander, NULL, do_nothing, NULL), 0);
   dl_sync_sim_stream *producer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
   dl_sync_sim_stream *consumer = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
   CHECK_SIM(launch_producer(producer, &data, 8));
   synchronizer s = {.stream = producer, .how = how};
-  assert_int_equal(pthread_create(&s.thread, NULL, synchronize_then_signal, &s), 0);
+  assert_int_equal(create_thread(&s.thread, NULL, synchronize_then_signal, &s), 0);
   if (how == BY_JOIN) {
-    assert_int_equal(pthread_join(s.thread, NULL), 0);
+    assert_int_equal(join_thread(s.thread, NULL), 0);
   } else if (how == BY_JOINING_ITS_CHILD) {
     while (!__atomic_load_n(&s.child_made, __ATOMIC_RELAXED)) sched_yield();
-    assert_int_equal(pthread_join(s.child, NULL), 0);
+    assert_int_equal(join_thread(s.child, NULL), 0);
   } else {
     int order = how == BY_RELAXED_FLAG || how == BY_JOINING_ANOTHER_THREAD ? __ATOMIC_RELAXED
                                                                            : __ATOMIC_ACQUIRE;
@@ -531,14 +572,14 @@ static uint64_t consume_after_handoff(handoff how) {
     /* Give the synchronizing thread time to exit, so that its clock is there to be
        (wrongly) taken by the other join. The verdict does not depend on it. */
     nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-    assert_int_equal(pthread_join(bystander, NULL), 0);
+    assert_int_equal(join_thread(bystander, NULL), 0);
   }
   CHECK_SIM(s.error);
   if (how == BY_RELEASE_FLAG_ANNOTATED) CHECK_SIM(dl_sync_sim_host_acquire(&s));
   CHECK_SIM(launch_consumer(consumer, &data, 8));
   CHECK_SIM(dl_sync_sim_host_access("host reads", data.words, DL_SYNC_SIM_READ));
   uint64_t races = dl_sync_sim_race_count();
-  if (how != BY_JOIN) assert_int_equal(pthread_join(s.thread, NULL), 0);
+  if (how != BY_JOIN) assert_int_equal(join_thread(s.thread, NULL), 0);
   CHECK_SIM(dl_sync_sim_device_synchronize());
   assert_int_equal(data.mismatches, 0); /* the producer had finished */
   return races;
@@ -546,9 +587,6 @@ static uint64_t consume_after_handoff(handoff how) {
 
 static void test_work_after_joining_a_synchronizing_thread_is_ordered(void **state) {
   (void)state;
-#ifdef _WIN32
-  skip(); /* no pthread_create and pthread_join interposition on Windows (sync/sim/thread.c) */
-#endif
   SKIP_UNLESS_THE_SIM_SEES_THREADS();
   assert_int_equal(consume_after_handoff(BY_JOIN), 0);
   /* transitively: the synchronizing thread creates one, which this thread joins */
@@ -1124,6 +1162,8 @@ int main(void) {
       SIM_TEST(test_negative_control_host_read_without_query_races),
       SIM_TEST(test_a_created_thread_is_ordered_after_its_creator),
       SIM_TEST(test_negative_control_a_write_after_pthread_create_is_unordered),
+      cmocka_unit_test_setup_teardown(test_the_explicit_calls_order_a_created_thread,
+                                      use_sim_with_explicit_calls, leave_sim_with_plain_calls),
       SIM_TEST(test_work_after_joining_a_synchronizing_thread_is_ordered),
       SIM_TEST(test_negative_control_a_relaxed_flag_hands_nothing_over),
       SIM_TEST(test_negative_control_joining_another_thread_hands_nothing_over),
