@@ -194,19 +194,6 @@ static void *take_idle(dl_sync__pool *pool, int oldest) {
   return event;
 }
 
-/* HIP may not re-record a pending event: hand out the oldest idle one only once it is
-   complete; a pending one goes back and a new event is made instead. */
-static int reusable(dl_sync__pool *pool, void *event, int *ok) {
-  const dl_sync_backend *b = pool->backend;
-  DLDevice device = pool->device; /* the release may free a retired pool */
-  int complete = 0;
-  int code = b->event_query(b->ctx, event, &complete);
-  *ok = code == 0 && complete;
-  if (*ok) return DL_SYNC_OK;
-  dl_sync__pool_release(pool, event);
-  return code == 0 ? DL_SYNC_OK : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_QUERY, code, device);
-}
-
 static int create_event(dl_sync__pool *pool, dl_sync__guard *guard, void **event) {
   const dl_sync_backend *b = pool->backend;
   int status = dl_sync__guard_use(guard, pool->device, pool->context);
@@ -229,19 +216,29 @@ static int create_event(dl_sync__pool *pool, dl_sync__guard *guard, void **event
                         (int)pool->device.device_id);
 }
 
+/* HIP may not re-record a pending event: with DL_SYNC_BACKEND_QUERY_BEFORE_REUSE the oldest
+   idle event is handed out only once it is complete; a pending one goes back and a new
+   event is made instead. It goes back last: giving it back may free the pool, when
+   dl_sync_shutdown retired it meanwhile (from the query's own callback, say). */
 int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event) {
-  int query = (pool->backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) != 0;
+  const dl_sync_backend *b = pool->backend;
+  int query = (b->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) != 0;
   void *idle = take_idle(pool, query);
-  if (idle != NULL) {
-    int ok = 1;
-    int status = query ? reusable(pool, idle, &ok) : DL_SYNC_OK;
-    if (status != DL_SYNC_OK) return status;
-    if (ok) {
-      *event = idle;
-      return DL_SYNC_OK;
-    }
+  if (idle == NULL) return create_event(pool, guard, event);
+  if (!query) {
+    *event = idle;
+    return DL_SYNC_OK;
   }
-  return create_event(pool, guard, event);
+  int complete = 0;
+  int code = b->event_query(b->ctx, idle, &complete);
+  if (code == 0 && complete) {
+    *event = idle;
+    return DL_SYNC_OK;
+  }
+  int status = code == 0 ? create_event(pool, guard, event)
+                         : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_QUERY, code, pool->device);
+  dl_sync__pool_release(pool, idle);
+  return status;
 }
 
 /* After dl_sync_shutdown left the pool behind, its events are never handed out again

@@ -134,6 +134,45 @@ static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
   for (int i = 1; i <= 17; i++) assert_int_equal(destroyed[i], 1);
 }
 
+/* dl_sync_shutdown from inside the query of an idle event (a shutdown the caller did not
+   keep apart from this call): the pool is retired with that event out, so giving the
+   pending event back frees it. Nothing may touch the pool after that (AddressSanitizer),
+   whether the query failed or found the event pending, and nothing leaks. */
+static int query_mode; /* 1: the query fails, 2: the event is pending */
+
+static int query_then_shut_down(void *ctx, void *event, int *complete) {
+  (void)ctx, (void)event;
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
+  *complete = 0;
+  return query_mode == 1 ? 1 : 0;
+}
+
+static void test_a_shutdown_during_the_reuse_query_frees_the_pool_once(void **state) {
+  (void)state;
+  for (query_mode = 1; query_mode <= 2; query_mode++) {
+    dl_sync_backend shutting = ring_backend;
+    shutting.name = "shutting";
+    dl_sync__pool *pool = NULL;
+    assert_int_equal(dl_sync__pool_get(&shutting, (DLDevice){kDLCUDA, 0}, NULL, 0, &pool),
+                     DL_SYNC_OK);
+    dl_sync__guard guard;
+    dl_sync__guard_init(&guard, &shutting);
+    void *event = NULL;
+    assert_int_equal(dl_sync__pool_acquire(pool, &guard, &event), DL_SYNC_OK);
+    dl_sync__pool_release(pool, event); /* idle in the ring */
+    shutting.event_query = query_then_shut_down;
+    void *second = NULL;
+    int status = dl_sync__pool_acquire(pool, &guard, &second);
+    if (query_mode == 1) {
+      assert_int_equal(status, DL_SYNC_EBACKEND);
+    } else {
+      assert_int_equal(status, DL_SYNC_OK); /* a new event, in the retired pool */
+      dl_sync__pool_release(pool, second); /* the pool's last: it goes */
+    }
+    assert_int_equal(dl_sync__pools_allocated(), 0);
+  }
+}
+
 static void *give_back(void *arg) {
   void **job = arg;
   dl_sync__pool_release(job[0], job[1]);
@@ -418,6 +457,7 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_growth_with_wrapped_idle_events_keeps_each_once),
+      cmocka_unit_test(test_a_shutdown_during_the_reuse_query_frees_the_pool_once),
       cmocka_unit_test(test_shutdown_racing_a_graph_destructor),
       cmocka_unit_test(test_a_retired_pool_is_freed_with_its_last_event),
       cmocka_unit_test(test_statistics_never_see_an_evicted_slot_twice),
