@@ -78,7 +78,9 @@ static int key_made;
 extern char _DYNAMIC[];
 __attribute__((noinline)) static const void *
 dl_sync_sim_static_library_needs_a_dynamically_linked_program(void) {
-  return _DYNAMIC;
+  const void *section = _DYNAMIC;
+  __asm__("" : "+r"(section)); /* opaque: the compiler may not take it for non-null */
+  return section;
 }
 #endif
 
