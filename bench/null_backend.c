@@ -21,6 +21,7 @@ static const char *n_error_name(void *c, int e) { (void)c; (void)e; return "null
 static int n_error_status(void *c, int e) { (void)c; (void)e; return DL_SYNC_EBACKEND; }
 
 dl_sync_backend null_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "null", .get_device = n_get_device, .set_device = n_set_device,
     .event_create = n_event_create, .event_destroy = n_event_destroy,
     .event_record = n_event_record, .stream_wait = n_stream_wait,

@@ -75,6 +75,21 @@ int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
                              "device type %d (%s) has no streams: only CUDA and ROCm device "
                              "types take a backend",
                              (int)device_type, dl_sync__device_type_name(device_type)));
+  if (backend != NULL && backend->abi != DL_SYNC_BACKEND_ABI)
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL,
+                             "the backend at %p does not begin with DL_SYNC_BACKEND_ABI (its "
+                             "second word is 0x%08x): it was built against another "
+                             "dlsync/backend.h; start its initializer with "
+                             "DL_SYNC_BACKEND_INIT",
+                             (const void *)backend, (unsigned)backend->abi));
+  if (backend != NULL && backend->size < DL_SYNC__BACKEND_SIZE_FIRST)
+    return dl_sync__named(
+        func, dl_sync__error(DL_SYNC_EINVAL,
+                             "the backend at %p says its size is %u bytes: the smallest "
+                             "layout is %u (set size with DL_SYNC_BACKEND_INIT)",
+                             (const void *)backend, (unsigned)backend->size,
+                             (unsigned)DL_SYNC__BACKEND_SIZE_FIRST));
   const char *missing = backend != NULL ? missing_callback(backend) : NULL;
   if (missing != NULL)
     return dl_sync__named(
@@ -82,6 +97,13 @@ int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
                              backend->name != NULL ? backend->name : "(unnamed)", missing));
   atomic_store_explicit(&installed[device_type], backend, memory_order_release);
   return DL_SYNC_OK;
+}
+
+int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op) {
+  int set = op == DL_SYNC_OP_GRAPH_RETAIN          ? b->graph_retain != NULL
+            : op == DL_SYNC_OP_STREAM_WAIT_EXTERNAL ? b->stream_wait_external != NULL
+                                                    : 1;
+  return set && (b->available == NULL || b->available(b->ctx, op));
 }
 
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {

@@ -39,6 +39,17 @@ int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream, v
                    : dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, stream->stream.device);
 }
 
+int dl_sync__external_wait_usable(const dl_sync_backend *b, const void *consumer_stream) {
+  int waits = dl_sync__backend_available(b, DL_SYNC_OP_STREAM_WAIT_EXTERNAL);
+  if (waits && dl_sync__backend_available(b, DL_SYNC_OP_GRAPH_RETAIN)) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_ENOTSUP,
+                        "the consumer's stream %p is capturing a graph and the %s runtime has "
+                        "no %s: capture the producer's work too, or export with stream=-1 "
+                        "and synchronize before the capture",
+                        consumer_stream, b->name,
+                        waits ? "graph user objects" : "external event-wait nodes");
+}
+
 int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream, void *event,
                            void *object, void (*release)(void *object)) {
   const dl_sync_backend *b = guard->backend;

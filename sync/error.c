@@ -105,6 +105,9 @@ int dl_sync__runtime_call_error(const dl_sync_backend *backend, const char *call
 
 int dl_sync__runtime_error(const dl_sync_backend *backend, dl_sync_op op, int code,
                            DLDevice device) {
-  const char *call = backend->call_names[op] != NULL ? backend->call_names[op] : "?";
+  const char *call = (unsigned)op < backend->call_name_count && backend->call_names != NULL &&
+                             backend->call_names[op] != NULL
+                         ? backend->call_names[op]
+                         : "?";
   return dl_sync__runtime_call_error(backend, call, code, device);
 }

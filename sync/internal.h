@@ -188,6 +188,13 @@ int dl_sync__cuda_driver_release_contexts(void);
 
 /* backend.c */
 int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
+/* Whether an optional operation (its callback set, and available if the backend says) can
+   be used: the one test of stream_wait_external and graph_retain. */
+int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
+/* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
+   Members added later are read only when a backend's size covers them. */
+#define DL_SYNC__BACKEND_SIZE_FIRST \
+  (offsetof(dl_sync_backend, context_call_names) + sizeof(((dl_sync_backend *)0)->context_call_names))
 
 /* event_pool.c: one pool per (backend, device, context identity); events are made there. */
 typedef struct dl_sync__pool dl_sync__pool;
@@ -249,6 +256,10 @@ int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *eve
    is gone (now or later when this fails). */
 DL_SYNC__COLD int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream,
                                         void *object, void (*release)(void *object));
+/* ENOTSUP, saying which, unless b can put an external event-wait node in a capture and
+   hand the graph what it must keep (both optional operations available). */
+DL_SYNC__COLD int dl_sync__external_wait_usable(const dl_sync_backend *b,
+                                                const void *consumer_stream);
 /* An external event-wait node in stream's capture; the graph owns object, which
    release(object) gives back when it is destroyed (run now when this fails early). */
 DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__bound *stream,

@@ -64,16 +64,9 @@ static void graph_event_release(void *object) {
 /* src is not capturing, dst is: a plain wait would break dst's capture (isolation), so
    the graph gets an external event-wait node on an event that it owns. */
 DL_SYNC__COLD static int wait_external(dep *d) {
-  const dl_sync_backend *b = d->backend;
-  if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(
-        DL_SYNC_ENOTSUP,
-        "the consumer's stream %p is capturing a graph and the %s runtime "
-        "has no %s: capture the producer's work too, or export with "
-        "stream=-1 and synchronize before the capture",
-        d->dst.stream.handle, b->name,
-        b->stream_wait_external == NULL ? "external event-wait nodes" : "graph user objects");
-  int status = src_pool(d);
+  int status = dl_sync__external_wait_usable(d->backend, d->dst.stream.handle);
+  if (status != DL_SYNC_OK) return status;
+  status = src_pool(d);
   if (status != DL_SYNC_OK) return status;
   graph_event *owned = malloc(sizeof *owned);
   if (owned == NULL) return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a graph-owned event");

@@ -210,7 +210,7 @@ DL_SYNC__COLD static int no_memory(void) {
 DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bound *consumer,
                                        const dl_sync__release_target *t) {
   const dl_sync_backend *b = guard->backend;
-  if (b->graph_retain == NULL)
+  if (!dl_sync__backend_available(b, DL_SYNC_OP_GRAPH_RETAIN))
     return dl_sync__error(DL_SYNC_ENOTSUP,
                           "the consumer's stream %p is capturing a graph and the %s runtime has "
                           "no graph user objects to keep the tensor alive with: release it "

@@ -352,12 +352,8 @@ int dl_sync__tensor_event_find(const DLManagedTensorVersioned *versioned,
    through the owner's retain / release (whichever copy the owner is). */
 static int wait_external(const dl_sync_tensor_event_owner *record, dl_sync__guard *guard,
                          const dl_sync__bound *consumer) {
-  const dl_sync_backend *b = guard->backend;
-  if (b->stream_wait_external == NULL || b->graph_retain == NULL)
-    return dl_sync__error(DL_SYNC_ENOTSUP,
-                          "the consumer's stream %p is capturing a graph and the %s runtime "
-                          "cannot wait on an outside event from a capture",
-                          consumer->stream.handle, b->name);
+  int status = dl_sync__external_wait_usable(guard->backend, consumer->stream.handle);
+  if (status != DL_SYNC_OK) return status;
   record->retain(record->event_ctx); /* the graph's reference */
   return dl_sync__wait_external(guard, consumer, record->event, record->event_ctx,
                                 record->release);

@@ -41,6 +41,7 @@ static const char *name_of(void *ctx, int code) { (void)ctx; (void)code; return 
 static int status_of(void *ctx, int code) { (void)ctx; (void)code; return DL_SYNC_EBACKEND; }
 
 static const dl_sync_backend host = {
+    DL_SYNC_BACKEND_INIT,
     .name = "host", .device_count = ok_count, .get_device = ok_get, .set_device = ok_set,
     .event_create = token_create, .event_destroy = token_destroy, .event_record = ok_record,
     .stream_wait = ok_wait, .event_synchronize = ok_sync, .event_query = ok_query,

@@ -79,6 +79,7 @@ static int status_of(void *ctx, int code) {
 }
 
 static const dl_sync_backend ring_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "ring",
     .flags = DL_SYNC_BACKEND_QUERY_BEFORE_REUSE, /* hands out the oldest idle event */
     .get_device = ok_device,

@@ -31,6 +31,7 @@ static const char *error_name(void *c, int e) { (void)c; (void)e; return "counti
 static int error_status(void *c, int e) { (void)c; (void)e; return DL_SYNC_EBACKEND; }
 
 static const dl_sync_backend answering = {
+    DL_SYNC_BACKEND_INIT,
     .name = "answering", .get_device = get_device, .set_device = set_device,
     .event_create = event_create, .event_destroy = event_only, .event_record = two,
     .stream_wait = two, .event_synchronize = event_only, .event_query = event_query,

@@ -58,12 +58,28 @@ typedef struct dl_sync_capture_info {
 
 typedef struct dl_sync_backend dl_sync_backend;
 
+/**
+ * The vtable is an ABI that grows: it begins with its size and a tag, and new members
+ * only ever come at its end. A backend starts its initializer with DL_SYNC_BACKEND_INIT
+ * (or sets size to sizeof(dl_sync_backend) and abi to DL_SYNC_BACKEND_ABI); dlsync reads
+ * only the members its size covers, so a backend built against this header keeps working
+ * with later versions, and dl_sync_set_backend refuses (EINVAL, naming what it found) a
+ * struct without the tag, such as one of the layout before it, which began with name.
+ */
+#define DL_SYNC_BACKEND_ABI UINT32_C(0x444c5342) /* "DLSB" */
+#define DL_SYNC_BACKEND_INIT .size = (uint32_t)sizeof(dl_sync_backend), .abi = DL_SYNC_BACKEND_ABI
+
 struct dl_sync_backend {
+  uint32_t size;    /**< sizeof(dl_sync_backend) where the backend was built */
+  uint32_t abi;     /**< DL_SYNC_BACKEND_ABI */
   const char *name; /**< "cuda", "hip", "sim": used in messages */
   void *ctx;        /**< passed to every callback */
   uint32_t flags;   /**< DL_SYNC_BACKEND_* */
-  /** The runtime call behind each operation, e.g. "cudaStreamWaitEvent". */
-  const char *call_names[DL_SYNC_OP_COUNT];
+  /** The number of entries of call_names; an operation past them has no name. */
+  uint32_t call_name_count;
+  /** The runtime call behind each operation, indexed by dl_sync_op (e.g.
+      "cudaStreamWaitEvent"); an entry may be NULL. */
+  const char *const *call_names;
 
   /** Number of devices. A runtime without devices returns its error code. */
   int (*device_count)(void *ctx, int *count);
@@ -82,7 +98,7 @@ struct dl_sync_backend {
   /** Makes later work on stream wait for the record that event holds now. */
   int (*stream_wait)(void *ctx, void *stream, void *event);
   /** stream_wait for a capturing stream and a non-captured event: captures an external
-      event-wait node. NULL when the runtime cannot. */
+      event-wait node. NULL (or not available) when the runtime cannot. */
   int (*stream_wait_external)(void *ctx, void *stream, void *event);
   /** Blocks the host until event's record completed. */
   int (*event_synchronize)(void *ctx, void *event);
@@ -93,7 +109,7 @@ struct dl_sync_backend {
   /** Hands object to the graph being captured on stream: release(object) runs once, when
       the graph is destroyed, possibly on a runtime thread where no runtime call is
       allowed. Ownership moves in every case: on failure release runs too (now or
-      later). NULL when the runtime has no graph user objects. */
+      later). NULL (or not available) when the runtime has no graph user objects. */
   int (*graph_retain)(void *ctx, void *stream, void *object, void (*release)(void *object));
   /** The runtime's name for code ("cudaErrorInvalidValue"); never NULL. */
   const char *(*error_name)(void *ctx, int code);
@@ -102,6 +118,11 @@ struct dl_sync_backend {
   /** The dlsync status for code: ENODEV for "no device/driver", ECAPTURE for capture
       errors, ENOMEM for allocation failures, EBACKEND otherwise. */
   int (*error_status)(void *ctx, int code);
+  /** Whether the optional operation op (DL_SYNC_OP_STREAM_WAIT_EXTERNAL,
+      DL_SYNC_OP_GRAPH_RETAIN), whose callback is set, can be used now: 1 or 0. NULL when
+      every callback set can. For a backend that learns what its runtime has only once it
+      finds it, without writing to a struct it has handed out. */
+  int (*available)(void *ctx, dl_sync_op op);
 
   /* Contexts, for runtimes that have them (the CUDA driver); all five NULL otherwise.
      A context owns its streams and events, and an event records only on a stream of its
@@ -165,8 +186,8 @@ DL_SYNC_API const dl_sync_backend *dl_sync_cudart_backend(void);
  * a ROCm stream means the process has one. It uses the one dl_sync_bind_runtime gave it,
  * else DL_SYNC_HIP=<path>, else the one HIP runtime (libamdhip64) the process has loaded;
  * several loaded are DL_SYNC_ENODEV naming each path. Looked for again at each use until
- * found. stream_wait_external and graph_retain are NULL when the runtime lacks them
- * (external waits: ROCm 6.4.2; user objects: ROCm 5.3).
+ * found. stream_wait_external and graph_retain are not available when the runtime lacks
+ * them (external waits: ROCm 6.4.2; user objects: ROCm 5.3).
  */
 DL_SYNC_API const dl_sync_backend *dl_sync_hip_backend(void);
 

@@ -60,6 +60,7 @@ static int null_error_status(void *ctx, int error) {
 }
 
 static const dl_sync_backend null_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "null",
     .get_device = null_get_device,
     .set_device = null_set_device,

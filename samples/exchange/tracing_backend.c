@@ -99,6 +99,11 @@ static int error_status(void *ctx, int code) {
   return inner->error_status(inner->ctx, code);
 }
 
+static int available(void *ctx, dl_sync_op op) {
+  (void)ctx;
+  return inner->available(inner->ctx, op);
+}
+
 const dl_sync_backend *tracing_backend(const dl_sync_backend *wrapped) {
   inner = wrapped;
   tracer = *wrapped; /* name, flags and call names stay the inner backend's */
@@ -116,5 +121,6 @@ const dl_sync_backend *tracing_backend(const dl_sync_backend *wrapped) {
   tracer.error_name = error_name;
   tracer.error_string = error_string;
   tracer.error_status = error_status;
+  tracer.available = wrapped->available ? available : NULL;
   return &tracer;
 }

@@ -213,23 +213,26 @@ static int cuda_error_status(void *ctx, int code) {
   }
 }
 
+static const char *const cuda_backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_DEVICE_COUNT] = "cudaGetDeviceCount",
+    [DL_SYNC_OP_GET_DEVICE] = "cudaGetDevice",
+    [DL_SYNC_OP_SET_DEVICE] = "cudaSetDevice",
+    [DL_SYNC_OP_EVENT_CREATE] = "cudaEventCreateWithFlags",
+    [DL_SYNC_OP_EVENT_DESTROY] = "cudaEventDestroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "cudaEventRecord",
+    [DL_SYNC_OP_STREAM_WAIT] = "cudaStreamWaitEvent",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cudaStreamWaitEvent(cudaEventWaitExternal)",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cudaEventSynchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "cudaEventQuery",
+    [DL_SYNC_OP_CAPTURE_INFO] = "cudaStreamGetCaptureInfo",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "cudaGraphRetainUserObject",
+};
+
 static const dl_sync_backend cuda_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "cudart",
-    .call_names =
-        {
-            [DL_SYNC_OP_DEVICE_COUNT] = "cudaGetDeviceCount",
-            [DL_SYNC_OP_GET_DEVICE] = "cudaGetDevice",
-            [DL_SYNC_OP_SET_DEVICE] = "cudaSetDevice",
-            [DL_SYNC_OP_EVENT_CREATE] = "cudaEventCreateWithFlags",
-            [DL_SYNC_OP_EVENT_DESTROY] = "cudaEventDestroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "cudaEventRecord",
-            [DL_SYNC_OP_STREAM_WAIT] = "cudaStreamWaitEvent",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cudaStreamWaitEvent(cudaEventWaitExternal)",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cudaEventSynchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "cudaEventQuery",
-            [DL_SYNC_OP_CAPTURE_INFO] = "cudaStreamGetCaptureInfo",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "cudaGraphRetainUserObject",
-        },
+    .call_names = cuda_backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .device_count = cuda_device_count,
     .get_device = cuda_get_device,
     .set_device = cuda_set_device,

@@ -388,23 +388,26 @@ static int cu_error_status(void *ctx, int code) {
   }
 }
 
+static const char *const cuda_driver_backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_DEVICE_COUNT] = "cuDeviceGetCount",
+    [DL_SYNC_OP_GET_DEVICE] = "cuCtxGetDevice",
+    [DL_SYNC_OP_SET_DEVICE] = "cuCtxSetCurrent(primary context)",
+    [DL_SYNC_OP_EVENT_CREATE] = "cuEventCreate",
+    [DL_SYNC_OP_EVENT_DESTROY] = "cuEventDestroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "cuEventRecord",
+    [DL_SYNC_OP_STREAM_WAIT] = "cuStreamWaitEvent",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL)",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cuEventSynchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery",
+    [DL_SYNC_OP_CAPTURE_INFO] = "cuStreamGetCaptureInfo",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "cuGraphRetainUserObject",
+};
+
 static const dl_sync_backend cuda_driver_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "cuda",
-    .call_names =
-        {
-            [DL_SYNC_OP_DEVICE_COUNT] = "cuDeviceGetCount",
-            [DL_SYNC_OP_GET_DEVICE] = "cuCtxGetDevice",
-            [DL_SYNC_OP_SET_DEVICE] = "cuCtxSetCurrent(primary context)",
-            [DL_SYNC_OP_EVENT_CREATE] = "cuEventCreate",
-            [DL_SYNC_OP_EVENT_DESTROY] = "cuEventDestroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "cuEventRecord",
-            [DL_SYNC_OP_STREAM_WAIT] = "cuStreamWaitEvent",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL)",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cuEventSynchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery",
-            [DL_SYNC_OP_CAPTURE_INFO] = "cuStreamGetCaptureInfo",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "cuGraphRetainUserObject",
-        },
+    .call_names = cuda_driver_backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .device_count = cu_device_count,
     .get_device = cu_get_device,
     .set_device = cu_set_device,

@@ -35,16 +35,14 @@ static struct {
 #undef DL_SYNC__HIP_POINTER
   int null_stream_is_capturing; /* 5.2 to 5.4: ask hipStreamIsCapturing for the null stream */
   int records_every_status;     /* up to 6: every call's status becomes the last error */
+  int user_objects;             /* 5.3: hipUserObjectCreate, hipGraphRetainUserObject */
+  int external_waits;           /* 6.4.2: hipEventRecordWithFlags, hipEventWaitExternal */
 } api;
 
 /* HIP_VERSION: major * 10000000 + minor * 100000 + patch (hip_version.h). */
 static int version_at_least(int major, int minor) {
   return runtime.version >= major * 10000000 + minor * 100000;
 }
-
-static dl_sync_backend hip_backend;
-static int hip_stream_wait_external(void *ctx, void *stream, void *event);
-static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *));
 
 static int resolve(dl_sync__runtime *rt) {
   (void)rt;
@@ -71,9 +69,8 @@ static int resolve(dl_sync__runtime *rt) {
   user_objects = user_objects && dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name);
   DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_OPTIONAL)
 #undef DL_SYNC__HIP_OPTIONAL
-  if (user_objects) hip_backend.graph_retain = hip_graph_retain;
-  if (dl_sync__runtime_symbol(&runtime, "hipEventRecordWithFlags") != NULL)
-    hip_backend.stream_wait_external = hip_stream_wait_external;
+  api.user_objects = user_objects;
+  api.external_waits = dl_sync__runtime_symbol(&runtime, "hipEventRecordWithFlags") != NULL;
   return 0;
 }
 
@@ -237,25 +234,35 @@ static int hip_error_status(void *ctx, int code) {
   }
 }
 
-/* stream_wait_external and graph_retain are filled in by resolve() when the runtime has
-   them, before dl_sync_hip_backend() returns the struct with the runtime found. */
-static dl_sync_backend hip_backend = {
+/* What the runtime found has of the optional operations (resolve() says). */
+static int hip_available(void *ctx, dl_sync_op op) {
+  (void)ctx;
+  if (!dl_sync__runtime_find(&runtime, 0)) return 0;
+  return op == DL_SYNC_OP_GRAPH_RETAIN ? api.user_objects
+         : op == DL_SYNC_OP_STREAM_WAIT_EXTERNAL ? api.external_waits
+                                                 : 1;
+}
+
+static const char *const hip_backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_DEVICE_COUNT] = "hipGetDeviceCount",
+    [DL_SYNC_OP_GET_DEVICE] = "hipGetDevice",
+    [DL_SYNC_OP_SET_DEVICE] = "hipSetDevice",
+    [DL_SYNC_OP_EVENT_CREATE] = "hipEventCreateWithFlags",
+    [DL_SYNC_OP_EVENT_DESTROY] = "hipEventDestroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "hipEventRecord",
+    [DL_SYNC_OP_STREAM_WAIT] = "hipStreamWaitEvent",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "hipStreamWaitEvent(hipEventWaitExternal)",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "hipEventSynchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "hipEventQuery",
+    [DL_SYNC_OP_CAPTURE_INFO] = "hipStreamGetCaptureInfo",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "hipGraphRetainUserObject",
+};
+
+static const dl_sync_backend hip_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "hip",
-    .call_names =
-        {
-            [DL_SYNC_OP_DEVICE_COUNT] = "hipGetDeviceCount",
-            [DL_SYNC_OP_GET_DEVICE] = "hipGetDevice",
-            [DL_SYNC_OP_SET_DEVICE] = "hipSetDevice",
-            [DL_SYNC_OP_EVENT_CREATE] = "hipEventCreateWithFlags",
-            [DL_SYNC_OP_EVENT_DESTROY] = "hipEventDestroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "hipEventRecord",
-            [DL_SYNC_OP_STREAM_WAIT] = "hipStreamWaitEvent",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "hipStreamWaitEvent(hipEventWaitExternal)",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "hipEventSynchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "hipEventQuery",
-            [DL_SYNC_OP_CAPTURE_INFO] = "hipStreamGetCaptureInfo",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "hipGraphRetainUserObject",
-        },
+    .call_names = hip_backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .device_count = hip_device_count,
     .get_device = hip_get_device,
     .set_device = hip_set_device,
@@ -269,6 +276,9 @@ static dl_sync_backend hip_backend = {
     .error_name = hip_error_name,
     .error_string = hip_error_string,
     .error_status = hip_error_status,
+    .stream_wait_external = hip_stream_wait_external,
+    .graph_retain = hip_graph_retain,
+    .available = hip_available,
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {

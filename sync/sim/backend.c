@@ -109,23 +109,26 @@ static int sim_error_status(void *ctx, int code) {
   return DL_SYNC_EBACKEND;
 }
 
+static const char *const sim_backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_DEVICE_COUNT] = "dl_sync_sim_device_count",
+    [DL_SYNC_OP_GET_DEVICE] = "dl_sync_sim_get_device",
+    [DL_SYNC_OP_SET_DEVICE] = "dl_sync_sim_set_device",
+    [DL_SYNC_OP_EVENT_CREATE] = "dl_sync_sim_event_create",
+    [DL_SYNC_OP_EVENT_DESTROY] = "dl_sync_sim_event_destroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "dl_sync_sim_event_record",
+    [DL_SYNC_OP_STREAM_WAIT] = "dl_sync_sim_stream_wait_event",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "dl_sync_sim_stream_wait_event(external)",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "dl_sync_sim_event_synchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "dl_sync_sim_event_query",
+    [DL_SYNC_OP_CAPTURE_INFO] = "dl_sync_sim_stream_capture_info",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "dl_sync_sim_graph_retain_user_object",
+};
+
 static const dl_sync_backend sim_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "sim",
-    .call_names =
-        {
-            [DL_SYNC_OP_DEVICE_COUNT] = "dl_sync_sim_device_count",
-            [DL_SYNC_OP_GET_DEVICE] = "dl_sync_sim_get_device",
-            [DL_SYNC_OP_SET_DEVICE] = "dl_sync_sim_set_device",
-            [DL_SYNC_OP_EVENT_CREATE] = "dl_sync_sim_event_create",
-            [DL_SYNC_OP_EVENT_DESTROY] = "dl_sync_sim_event_destroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "dl_sync_sim_event_record",
-            [DL_SYNC_OP_STREAM_WAIT] = "dl_sync_sim_stream_wait_event",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "dl_sync_sim_stream_wait_event(external)",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "dl_sync_sim_event_synchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "dl_sync_sim_event_query",
-            [DL_SYNC_OP_CAPTURE_INFO] = "dl_sync_sim_stream_capture_info",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "dl_sync_sim_graph_retain_user_object",
-        },
+    .call_names = sim_backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .device_count = sim_device_count,
     .get_device = sim_get_device,
     .set_device = sim_set_device,

@@ -259,20 +259,34 @@ DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **resu
   if (own_thread_call) return next_pthread_join(thread, result);
   return join_with_edges(next_pthread_join, thread, result);
 }
-#define DL_SYNC__SIM_CREATE next_pthread_create
-#define DL_SYNC__SIM_JOIN next_pthread_join
-#else
-#define DL_SYNC__SIM_CREATE pthread_create
-#define DL_SYNC__SIM_JOIN pthread_join
 #endif
+
+/* The process's definitions, from the top: a sanitizer's interceptor sees the thread too.
+   Where the simulator's own come next, they only pass the call on (own_thread_call). */
+static int process_create(pthread_t *thread, const pthread_attr_t *attr,
+                          void *(*start)(void *), void *arg) {
+  int own = own_thread_call;
+  own_thread_call = 1;
+  int error = pthread_create(thread, attr, start, arg);
+  own_thread_call = own;
+  return error;
+}
+
+static int process_join(pthread_t thread, void **result) {
+  int own = own_thread_call;
+  own_thread_call = 1;
+  int error = pthread_join(thread, result);
+  own_thread_call = own;
+  return error;
+}
 
 /* The same edges where no definition can be interposed on (Windows, a sanitized static
    copy), or for a program that wants them explicit. */
 int dl_sync_sim_thread_create(pthread_t *thread, const pthread_attr_t *attr,
                               void *(*start)(void *), void *arg) {
-  return create_with_edges(DL_SYNC__SIM_CREATE, thread, attr, start, arg);
+  return create_with_edges(process_create, thread, attr, start, arg);
 }
 
 int dl_sync_sim_thread_join(pthread_t thread, void **result) {
-  return join_with_edges(DL_SYNC__SIM_JOIN, thread, result);
+  return join_with_edges(process_join, thread, result);
 }

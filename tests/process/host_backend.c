@@ -93,23 +93,26 @@ static int host_error_status(void *ctx, int code) {
   return code == 2 ? DL_SYNC_ENOMEM : DL_SYNC_EBACKEND;
 }
 
+static const char *const backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_DEVICE_COUNT] = "hostDeviceCount",
+    [DL_SYNC_OP_GET_DEVICE] = "hostGetDevice",
+    [DL_SYNC_OP_SET_DEVICE] = "hostSetDevice",
+    [DL_SYNC_OP_EVENT_CREATE] = "hostEventCreate",
+    [DL_SYNC_OP_EVENT_DESTROY] = "hostEventDestroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "hostEventRecord",
+    [DL_SYNC_OP_STREAM_WAIT] = "hostStreamWait",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "hostStreamWaitExternal",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "hostEventSynchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "hostEventQuery",
+    [DL_SYNC_OP_CAPTURE_INFO] = "hostCaptureInfo",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "hostGraphRetain",
+};
+
 static const dl_sync_backend backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "host",
-    .call_names =
-        {
-            [DL_SYNC_OP_DEVICE_COUNT] = "hostDeviceCount",
-            [DL_SYNC_OP_GET_DEVICE] = "hostGetDevice",
-            [DL_SYNC_OP_SET_DEVICE] = "hostSetDevice",
-            [DL_SYNC_OP_EVENT_CREATE] = "hostEventCreate",
-            [DL_SYNC_OP_EVENT_DESTROY] = "hostEventDestroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "hostEventRecord",
-            [DL_SYNC_OP_STREAM_WAIT] = "hostStreamWait",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "hostStreamWaitExternal",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "hostEventSynchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "hostEventQuery",
-            [DL_SYNC_OP_CAPTURE_INFO] = "hostCaptureInfo",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "hostGraphRetain",
-        },
+    .call_names = backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .device_count = host_device_count,
     .get_device = host_get_device,
     .set_device = host_set_device,

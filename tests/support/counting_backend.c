@@ -107,6 +107,7 @@ static int error_status(void *ctx, int code) {
 }
 
 dl_sync_backend counting_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "counting",
     .get_device = get_device,
     .set_device = set_device,

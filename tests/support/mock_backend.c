@@ -173,22 +173,25 @@ static int mock_error_status(void *ctx, int code) {
   }
 }
 
+static const char *const mock_backend_call_names[DL_SYNC_OP_COUNT] = {
+    [DL_SYNC_OP_GET_DEVICE] = "mockGetDevice",
+    [DL_SYNC_OP_SET_DEVICE] = "mockSetDevice",
+    [DL_SYNC_OP_EVENT_CREATE] = "mockEventCreate",
+    [DL_SYNC_OP_EVENT_DESTROY] = "mockEventDestroy",
+    [DL_SYNC_OP_EVENT_RECORD] = "mockEventRecord",
+    [DL_SYNC_OP_STREAM_WAIT] = "mockStreamWaitEvent",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "mockStreamWaitEventExternal",
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "mockEventSynchronize",
+    [DL_SYNC_OP_EVENT_QUERY] = "mockEventQuery",
+    [DL_SYNC_OP_CAPTURE_INFO] = "mockStreamGetCaptureInfo",
+    [DL_SYNC_OP_GRAPH_RETAIN] = "mockGraphRetainUserObject",
+};
+
 dl_sync_backend mock_backend = {
+    DL_SYNC_BACKEND_INIT,
     .name = "mock",
-    .call_names =
-        {
-            [DL_SYNC_OP_GET_DEVICE] = "mockGetDevice",
-            [DL_SYNC_OP_SET_DEVICE] = "mockSetDevice",
-            [DL_SYNC_OP_EVENT_CREATE] = "mockEventCreate",
-            [DL_SYNC_OP_EVENT_DESTROY] = "mockEventDestroy",
-            [DL_SYNC_OP_EVENT_RECORD] = "mockEventRecord",
-            [DL_SYNC_OP_STREAM_WAIT] = "mockStreamWaitEvent",
-            [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "mockStreamWaitEventExternal",
-            [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "mockEventSynchronize",
-            [DL_SYNC_OP_EVENT_QUERY] = "mockEventQuery",
-            [DL_SYNC_OP_CAPTURE_INFO] = "mockStreamGetCaptureInfo",
-            [DL_SYNC_OP_GRAPH_RETAIN] = "mockGraphRetainUserObject",
-        },
+    .call_names = mock_backend_call_names,
+    .call_name_count = DL_SYNC_OP_COUNT,
     .context_call_names = {"mockCtxGetCurrent", "mockCtxSetCurrent", "mockStreamGetCtx",
                            "mockPrimaryCtx", "mockCtxGetId"},
     .get_device = mock_get_device,
