@@ -12,6 +12,7 @@ otherwise.
 """
 import atexit
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -35,6 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # What the sdist copies in from a checkout, as folders next to setup.py.
 LIBRARY_TREES = ("include", "sync")
 LICENSE_FILES = ("LICENSE",)
+# And the reader of the CMake source lists that this file uses.
+SDIST_FILES = LICENSE_FILES + (os.path.join("scripts", "amalgamate.py"),)
 
 
 def library_root():
@@ -63,14 +66,20 @@ def version():
     )
 
 
-def sources(*patterns):
-    return sorted(rel(p) for pattern in patterns for p in glob.glob(os.path.join(ROOT, pattern)))
+def cmake_sources(folder, variable):
+    """The sources folder/CMakeLists.txt lists in variable: the CMake build's list is the one
+    list, read by scripts/amalgamate.py (for the one-file form and Meson too)."""
+    spec = importlib.util.spec_from_file_location(
+        "dlsync_amalgamate", os.path.join(ROOT, "scripts", "amalgamate.py"))
+    amalgamate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(amalgamate)
+    return [rel(p) for p in amalgamate.cmake_sources(os.path.join(ROOT, folder, "CMakeLists.txt"), variable)]
 
 
 # The library with its runtime backends (they open libcuda / libamdhip64 at run time, so
 # nothing GPU is needed to build), and the simulated device behind dlsync.testing.
-LIBRARY_SOURCES = sources("sync/*.c", "sync/backends/*.c")
-SIM_SOURCES = sources("sync/sim/*.c")
+LIBRARY_SOURCES = cmake_sources("sync", "DL_SYNC_SOURCES")
+SIM_SOURCES = cmake_sources(os.path.join("sync", "sim"), "DL_SYNC_SIM_SOURCES")
 # The headers a producer compiles against (the simulator's stays inside the module).
 PUBLIC_HEADERS = [
     p for p in sorted(glob.glob(os.path.join(ROOT, "include", "dlsync", "*.h")))
@@ -154,13 +163,15 @@ class Sdist(sdist):
         for tree in LIBRARY_TREES:
             source = os.path.join(ROOT, tree)
             for path in sorted(glob.glob(os.path.join(source, "**", "*"), recursive=True)):
-                if os.path.isfile(path) and os.path.splitext(path)[1] in (".c", ".h"):
+                if os.path.isfile(path) and (os.path.splitext(path)[1] in (".c", ".h")
+                                             or os.path.basename(path) == "CMakeLists.txt"):
                     dest = os.path.join(base_dir, tree, os.path.relpath(path, source))
                     self.mkpath(os.path.dirname(dest))
                     self.copy_file(path, dest)
-        for name in LICENSE_FILES:
+        for name in SDIST_FILES:
             path = os.path.join(ROOT, name)
             if os.path.isfile(path):
+                self.mkpath(os.path.dirname(os.path.join(base_dir, name)))
                 self.copy_file(path, os.path.join(base_dir, name))
 
     def make_distribution(self):

@@ -55,7 +55,7 @@ if [ -n "${DL_SYNC_GPU_WHEEL_PYTHON:-}" ]; then
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
   # A copy of the sources: the build writes next to setup.py (build/, *.egg-info).
-  cp -r python sync include "$scratch/"
+  cp -r python sync include scripts "$scratch/"
   [ -f LICENSE ] && cp LICENSE "$scratch/"
   rm -rf "$scratch/python/build" "$scratch"/python/*.egg-info
   mkdir -p "$dest/wheels"

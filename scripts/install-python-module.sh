@@ -45,7 +45,7 @@ build_from_source() { # extra C flags
   local src="$site.src"
   rm -rf "$src"
   mkdir -p "$src"
-  cp -r python sync include "$src/"
+  cp -r python sync include scripts "$src/"
   [ -f LICENSE ] && cp LICENSE "$src/"
   rm -rf "$src/python/build" "$src"/python/*.egg-info
   # CFLAGS reaches the compiler of setuptools' build_ext (after the interpreter's own).

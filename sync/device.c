@@ -15,17 +15,6 @@ int dl_sync__check_device(const char *what, DLDevice device) {
   return DL_SYNC_OK;
 }
 
-void *dl_sync__canonical_handle(DLDevice device, void *handle) {
-  switch (dl_sync__family(device.device_type)) {
-    case DL_SYNC__FAMILY_CUDA:
-      return handle == NULL ? DL_SYNC_STREAM_LEGACY : handle;
-    case DL_SYNC__FAMILY_ROCM:
-      return handle == DL_SYNC_STREAM_LEGACY ? NULL : handle;
-    default:
-      return handle;
-  }
-}
-
 int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b) {
   return a.handle == b.handle && a.device.device_id == b.device.device_id;
 }

@@ -88,8 +88,16 @@ const char *dl_sync__device_type_name(int32_t device_type);
 /* device.c: validation and stream identity. */
 /* EINVAL naming `what` unless device has a known type and an id in range. */
 int dl_sync__check_device(const char *what, DLDevice device);
-/* The handle as dl_sync_stream_view canonicalizes it. */
-void *dl_sync__canonical_handle(DLDevice device, void *handle);
+/* The handle as dl_sync_stream_view canonicalizes it: on CUDA types NULL is the legacy
+   stream, on ROCm types the legacy stream is NULL (by a bit mask: every export's caller
+   makes a view). */
+static inline void *dl_sync__canonical_handle(DLDevice device, void *handle) {
+  uint32_t type = (uint32_t)device.device_type;
+  uint32_t bit = type < 32 ? 1u << type : 0;
+  if (handle == NULL && (bit & DL_SYNC__CUDA_TYPES) != 0) return DL_SYNC_STREAM_LEGACY;
+  if (handle == DL_SYNC_STREAM_LEGACY && (bit & DL_SYNC__ROCM_TYPES) != 0) return NULL;
+  return handle;
+}
 /* Two canonical views of one family name one stream: one handle on one device id (the
    default streams of two devices are two streams). */
 int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b);

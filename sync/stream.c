@@ -5,14 +5,8 @@
 #include "internal.h"
 
 dl_sync_stream dl_sync_stream_view(DLDevice device, void *native_stream) {
-  /* dl_sync__canonical_handle, by a bit mask: every export's caller makes a view. */
-  uint32_t type = (uint32_t)device.device_type;
-  uint32_t bit = type < 32 ? 1u << type : 0;
-  if (native_stream == NULL && (bit & DL_SYNC__CUDA_TYPES) != 0)
-    native_stream = DL_SYNC_STREAM_LEGACY;
-  else if (native_stream == DL_SYNC_STREAM_LEGACY && (bit & DL_SYNC__ROCM_TYPES) != 0)
-    native_stream = NULL;
-  return (dl_sync_stream){.device = device, .handle = native_stream};
+  return (dl_sync_stream){.device = device,
+                          .handle = dl_sync__canonical_handle(device, native_stream)};
 }
 
 dl_sync_stream dl_sync_stream_view_per_thread_default(DLDevice device, void *native_stream) {

@@ -25,7 +25,7 @@ export PYTHONDONTWRITEBYTECODE=1
 rm -rf "$scratch"
 mkdir -p "$scratch/src"
 # The checkout's files, as a clone has them (no build outputs).
-cp -r "$source/python" "$source/sync" "$source/include" "$scratch/src/"
+cp -r "$source/python" "$source/sync" "$source/include" "$source/scripts" "$scratch/src/"
 [ -f "$source/LICENSE" ] && cp "$source/LICENSE" "$scratch/src/"
 rm -rf "$scratch/src/python/build" "$scratch/src/python/"*.egg-info "$scratch/src/python/dlsync/lib"
 find "$scratch/src" -name __pycache__ -prune -exec rm -rf {} +

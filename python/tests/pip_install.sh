@@ -11,7 +11,7 @@ if ! { "$python" -c "import setuptools" && "$python" -m pip --version; } >/dev/n
 fi
 rm -rf "$scratch"
 mkdir -p "$scratch/src"
-cp -r "$source/python" "$source/sync" "$source/include" "$scratch/src/"
+cp -r "$source/python" "$source/sync" "$source/include" "$source/scripts" "$scratch/src/"
 rm -rf "$scratch/src/python/build" "$scratch/src/python/"*.egg-info "$scratch/src/python/dlsync/lib"
 snapshot() { (cd "$scratch/src" && find . -printf '%p %s %T@\n' | LC_ALL=C sort); }
 snapshot >"$scratch/before"

@@ -381,10 +381,8 @@ static int cu_error_status(void *ctx, int code) {
     case CUDA_ERROR_OUT_OF_MEMORY:
       return DL_SYNC_ENOMEM;
     default:
-      return code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
-                     code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
-                 ? DL_SYNC_ECAPTURE
-                 : DL_SYNC_EBACKEND;
+      return dl_sync__other_error_status(code, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                                         CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
   }
 }
 

@@ -83,13 +83,10 @@ static int consumed(hipError_t code) {
   return (int)code;
 }
 
-#define DL_SYNC__NEED_RUNTIME() \
-  if (!dl_sync__runtime_find(&runtime, 0)) return DL_SYNC__NO_RUNTIME
-
 static int hip_device_count(void *ctx, int *count) {
   (void)ctx;
   *count = 0;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipGetDeviceCount(count));
 }
 
@@ -97,7 +94,7 @@ static int hip_get_device(void *ctx, int32_t *device_id) {
   (void)ctx;
   int device = 0;
   *device_id = 0;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   hipError_t error = api.hipGetDevice(&device);
   *device_id = device;
   return consumed(error);
@@ -105,51 +102,51 @@ static int hip_get_device(void *ctx, int32_t *device_id) {
 
 static int hip_set_device(void *ctx, int32_t device_id) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipSetDevice(device_id));
 }
 
 static int hip_event_create(void *ctx, void **event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipEventCreateWithFlags((hipEvent_t *)event, hipEventDisableTiming));
 }
 
 static int hip_event_destroy(void *ctx, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipEventDestroy((hipEvent_t)event));
 }
 
 static int hip_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipEventRecord((hipEvent_t)event, (hipStream_t)stream));
 }
 
 static int hip_stream_wait(void *ctx, void *stream, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0));
 }
 
 static int hip_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(
       api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal));
 }
 
 static int hip_event_synchronize(void *ctx, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.hipEventSynchronize((hipEvent_t)event));
 }
 
 static int hip_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   hipError_t error = api.hipEventQuery((hipEvent_t)event);
   *complete = error == hipSuccess;
   consumed(error);
@@ -158,7 +155,7 @@ static int hip_event_query(void *ctx, void *event, int *complete) {
 
 static int hip_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   int status = hipStreamCaptureStatusNone;
   unsigned long long id = 0;
   hipError_t error = stream == NULL && api.null_stream_is_capturing
@@ -228,9 +225,8 @@ static int hip_error_status(void *ctx, int code) {
     case hipErrorOutOfMemory:
       return DL_SYNC_ENOMEM;
     default:
-      return code >= hipErrorStreamCaptureUnsupported && code <= hipErrorStreamCaptureWrongThread
-                 ? DL_SYNC_ECAPTURE
-                 : DL_SYNC_EBACKEND;
+      return dl_sync__other_error_status(code, hipErrorStreamCaptureUnsupported,
+                                         hipErrorStreamCaptureWrongThread);
   }
 }
 

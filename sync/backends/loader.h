@@ -52,7 +52,20 @@ int dl_sync__runtime_bind(const dl_sync__runtime *rt, const char *name, void *po
 /* Gives rt's library up after a failure found once it was open; fmt says why. Returns -1. */
 int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC__PRINTF(2, 3);
 
-/* The library of backend when it is a built-in one (cuda_driver.c, cuda.c, hip.c), else
+/* A runtime backend's callback begins so: without its runtime (found, never loaded) the
+   call answers DL_SYNC__NO_RUNTIME, which error_status makes ENODEV. */
+#define DL_SYNC__NEED_RUNTIME(rt) \
+  if (!dl_sync__runtime_find((rt), 0)) return DL_SYNC__NO_RUNTIME
+
+/* The status of a runtime code that a backend's error_status names no case for: every
+   runtime numbers its capture errors as one range (cuda.h, driver_types.h,
+   hip_runtime_api.h: "StreamCaptureUnsupported" to "StreamCaptureWrongThread"), which is
+   ECAPTURE; anything else is EBACKEND. */
+static inline int dl_sync__other_error_status(int code, int first_capture, int last_capture) {
+  return code >= first_capture && code <= last_capture ? DL_SYNC_ECAPTURE : DL_SYNC_EBACKEND;
+}
+
+/* The library of backend when it is a built-in one (cuda_driver.c, cudart.c, hip.c), else
    NULL. Used by runtime_info.c, never by the loader. */
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend);
 dl_sync__runtime *dl_sync__cudart_of(const dl_sync_backend *backend);

@@ -62,13 +62,10 @@ static int consumed(cudaError_t code) {
   return (int)code;
 }
 
-#define DL_SYNC__NEED_RUNTIME() \
-  if (!dl_sync__runtime_find(&runtime, 0)) return DL_SYNC__NO_RUNTIME
-
 static int cuda_device_count(void *ctx, int *count) {
   (void)ctx;
   *count = 0; /* cudaErrorInsufficientDriver leaves it unwritten */
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaGetDeviceCount(count));
 }
 
@@ -76,7 +73,7 @@ static int cuda_get_device(void *ctx, int32_t *device_id) {
   (void)ctx;
   int device = 0;
   *device_id = 0;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   cudaError_t error = api.cudaGetDevice(&device);
   *device_id = device;
   return consumed(error);
@@ -84,52 +81,52 @@ static int cuda_get_device(void *ctx, int32_t *device_id) {
 
 static int cuda_set_device(void *ctx, int32_t device_id) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaSetDevice(device_id));
 }
 
 static int cuda_event_create(void *ctx, void **event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming));
 }
 
 static int cuda_event_destroy(void *ctx, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaEventDestroy((cudaEvent_t)event));
 }
 
 static int cuda_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
 }
 
 static int cuda_stream_wait(void *ctx, void *stream, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(
       api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitDefault));
 }
 
 static int cuda_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(
       api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitExternal));
 }
 
 static int cuda_event_synchronize(void *ctx, void *event) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaEventSynchronize((cudaEvent_t)event));
 }
 
 static int cuda_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   cudaError_t error = api.cudaEventQuery((cudaEvent_t)event);
   *complete = error == cudaSuccess;
   return error == cudaErrorNotReady ? 0 : consumed(error);
@@ -144,7 +141,7 @@ static cudaError_t capture_query(cudaStream_t stream, int *status, unsigned long
 
 static int cuda_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
-  DL_SYNC__NEED_RUNTIME();
+  DL_SYNC__NEED_RUNTIME(&runtime);
   int status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   cudaError_t error = capture_query((cudaStream_t)stream, &status, &id, NULL);
@@ -207,9 +204,8 @@ static int cuda_error_status(void *ctx, int code) {
     case cudaErrorMemoryAllocation:
       return DL_SYNC_ENOMEM;
     default:
-      return code >= cudaErrorStreamCaptureUnsupported && code <= cudaErrorStreamCaptureWrongThread
-                 ? DL_SYNC_ECAPTURE
-                 : DL_SYNC_EBACKEND;
+      return dl_sync__other_error_status(code, cudaErrorStreamCaptureUnsupported,
+                                         cudaErrorStreamCaptureWrongThread);
   }
 }
 
