@@ -39,7 +39,9 @@ static const vendored_dlsync *load_copy(const char *path) {
 enum { ITERATIONS = 2000000 };
 static const DLDevice cuda0 = {kDLCUDA, 0};
 
-static void producer_deleter(DLManagedTensorVersioned *t) { (void)t; }
+static void producer_deleter(DLManagedTensorVersioned *t) {
+  (void)t;
+}
 
 static double time_has_event(const vendored_dlsync *copy, const DLManagedTensorVersioned *t) {
   int sum = 0;

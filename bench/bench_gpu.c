@@ -26,19 +26,22 @@ static double now_s(void) {
 }
 
 typedef enum strategy {
-  POOLED,         /* dl_sync_push_dep, driver backend */
-  POOLED_EXPORT,  /* dl_sync_stream_to_arg + dl_sync_export, driver backend */
-  POOLED_CUDART,  /* dl_sync_push_dep, CUDA runtime backend */
-  FRESH_EVENT,    /* cudaEventCreate, record, wait, destroy */
-  HOST_SYNC,      /* cudaStreamSynchronize(a) */
-  NONE,           /* no synchronization: the loop's own cost (unordered) */
+  POOLED,        /* dl_sync_push_dep, driver backend */
+  POOLED_EXPORT, /* dl_sync_stream_to_arg + dl_sync_export, driver backend */
+  POOLED_CUDART, /* dl_sync_push_dep, CUDA runtime backend */
+  FRESH_EVENT,   /* cudaEventCreate, record, wait, destroy */
+  HOST_SYNC,     /* cudaStreamSynchronize(a) */
+  NONE,          /* no synchronization: the loop's own cost (unordered) */
   STRATEGIES
 } strategy;
 
 static const char *const names[STRATEGIES] = {
-    "gpu: pooled event (dlsync)", "gpu: pooled event (dlsync, dl_sync_export with a stream argument)",
-    "gpu: pooled event (dlsync, CUDA runtime backend)", "gpu: fresh event per exchange",
-    "gpu: host synchronization", "gpu: no synchronization (the loop alone, unordered)"};
+    "gpu: pooled event (dlsync)",
+    "gpu: pooled event (dlsync, dl_sync_export with a stream argument)",
+    "gpu: pooled event (dlsync, CUDA runtime backend)",
+    "gpu: fresh event per exchange",
+    "gpu: host synchronization",
+    "gpu: no synchronization (the loop alone, unordered)"};
 
 static int synchronize(strategy s, cudaStream_t a, cudaStream_t b) {
   DLDevice device = {kDLCUDA, 0};

@@ -53,7 +53,12 @@ static long calls_total(void) {
 }
 
 /* The baseline: an empty call through a function pointer the compiler cannot see through. */
-static int empty(void *ctx, void *a, void *b) { (void)ctx; (void)a; (void)b; return 0; }
+static int empty(void *ctx, void *a, void *b) {
+  (void)ctx;
+  (void)a;
+  (void)b;
+  return 0;
+}
 static int (*volatile empty_call)(void *, void *, void *) = empty;
 
 enum { ITERATIONS = 2000000 };
@@ -80,10 +85,10 @@ static void *time_export(void *context) {
   DLDevice device = r->which == CPU ? (DLDevice){kDLCPU, 0} : (DLDevice){kDLCUDA, 0};
   static _Thread_local int streams[2]; /* distinct handles per thread */
   dl_sync_stream producer = dl_sync_stream_view(device, r->which == CPU ? NULL : &streams[0]);
-  dl_sync_stream_arg arg = r->which == SAME_STREAM  ? dl_sync_stream_arg_int((intptr_t)&streams[0])
-                           : r->which == NO_SYNC    ? dl_sync_stream_arg_int(-1)
-                           : r->which == CPU        ? dl_sync_stream_arg_none()
-                                                    : dl_sync_stream_arg_int((intptr_t)&streams[1]);
+  dl_sync_stream_arg arg = r->which == SAME_STREAM ? dl_sync_stream_arg_int((intptr_t)&streams[0])
+                           : r->which == NO_SYNC   ? dl_sync_stream_arg_int(-1)
+                           : r->which == CPU       ? dl_sync_stream_arg_none()
+                                                   : dl_sync_stream_arg_int((intptr_t)&streams[1]);
   dl_sync_export(producer, arg); /* warm the pool */
   while (r->go != NULL && !atomic_load(r->go)) {
   }
@@ -103,7 +108,8 @@ static void bench_export(void) {
   for (int which = SAME_STREAM; which < CROSS_STREAM; which++) {
     for (int threads = 1; threads <= 2; threads++) {
       export_run runs[2] = {{.which = (path)which}, {.which = (path)which}};
-      for (int t = 0; t < threads; t++) pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
+      for (int t = 0; t < threads; t++)
+        pthread_create(&runs[t].thread, NULL, time_export, &runs[t]);
       double ns = 0, calls = 0;
       for (int t = 0; t < threads; t++) {
         pthread_join(runs[t].thread, NULL);
@@ -170,7 +176,8 @@ static void bench_export_threads(double baseline) {
     snprintf(name, sizeof name, "export cross-stream, %d thread%s: beyond its %.0f backend calls",
              counts[c], plural, f[c].calls);
     report(name, f[c].ns - f[c].calls * baseline, "ns/op");
-    snprintf(name, sizeof name, "export cross-stream, %d thread%s: thread CPU time", counts[c], plural);
+    snprintf(name, sizeof name, "export cross-stream, %d thread%s: thread CPU time", counts[c],
+             plural);
     report(name, f[c].cpu_ns, "ns/op");
     snprintf(name, sizeof name, "export cross-stream, %d thread%s: all threads together", counts[c],
              plural);
@@ -222,13 +229,17 @@ static void bench_group(void) {
    deferred one (one record, then a query per poll until it completed: the null backend's
    events complete at once, so one poll finds each). */
 static int released;
-static void count_release(DLManagedTensorVersioned *t) { (void)t; released++; }
+static void count_release(DLManagedTensorVersioned *t) {
+  (void)t;
+  released++;
+}
 
 static void bench_release(void) {
   enum { RELEASES = 200000 };
   int a, b;
   DLDevice device = {kDLCUDA, 0};
-  dl_sync_stream producer = dl_sync_stream_view(device, &a), consumer = dl_sync_stream_view(device, &b);
+  dl_sync_stream producer = dl_sync_stream_view(device, &a),
+                 consumer = dl_sync_stream_view(device, &b);
   DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = count_release};
   tensor.dl_tensor.device = device;
   double start = now_ns();
@@ -327,7 +338,9 @@ typedef struct sim_run {
   double exchanges_per_s;
 } sim_run;
 
-static void touch(void *arg) { (*(volatile int32_t *)arg)++; }
+static void touch(void *arg) {
+  (*(volatile int32_t *)arg)++;
+}
 
 static void *time_sim(void *arg) {
   sim_run *r = arg;
@@ -337,7 +350,8 @@ static void *time_sim(void *arg) {
   dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING);
   dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, a);
   dl_sync_stream consumer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, b);
-  dl_sync_sim_access w = {&r->word, DL_SYNC_SIM_WRITE}, rd = {&r->word, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE};
+  dl_sync_sim_access w = {&r->word, DL_SYNC_SIM_WRITE},
+                     rd = {&r->word, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE};
   double start = now_ns();
   for (int i = 0; i < SIM_EXCHANGES; i++) {
     dl_sync_sim_launch(a, "produce", touch, &r->word, &w, 1);

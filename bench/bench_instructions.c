@@ -17,12 +17,16 @@ static const DLDevice cuda0 = {kDLCUDA, 0};
 #define PRODUCER ((void *)0x1000)
 #define CONSUMER ((void *)0x2000)
 
-static dl_sync_stream producer(void) { return dl_sync_stream_view(cuda0, PRODUCER); }
+static dl_sync_stream producer(void) {
+  return dl_sync_stream_view(cuda0, PRODUCER);
+}
 
 static int same(void) {
   return dl_sync_export(producer(), dl_sync_stream_arg_int((int64_t)(intptr_t)PRODUCER));
 }
-static int minus_one(void) { return dl_sync_export(producer(), dl_sync_stream_arg_int(-1)); }
+static int minus_one(void) {
+  return dl_sync_export(producer(), dl_sync_stream_arg_int(-1));
+}
 static int cross(void) {
   return dl_sync_export(producer(), dl_sync_stream_arg_int((int64_t)(intptr_t)CONSUMER));
 }

@@ -100,7 +100,7 @@ int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
 }
 
 int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op) {
-  int set = op == DL_SYNC_OP_GRAPH_RETAIN          ? b->graph_retain != NULL
+  int set = op == DL_SYNC_OP_GRAPH_RETAIN           ? b->graph_retain != NULL
             : op == DL_SYNC_OP_STREAM_WAIT_EXTERNAL ? b->stream_wait_external != NULL
                                                     : 1;
   return set && (b->available == NULL || b->available(b->ctx, op));

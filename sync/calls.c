@@ -11,8 +11,9 @@ int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *st
   int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_record(b->ctx, event, stream->stream.handle);
-  return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream->stream.device);
+  return code == 0
+             ? DL_SYNC_OK
+             : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream->stream.device);
 }
 
 int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event) {
@@ -35,8 +36,9 @@ int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream, v
   }
   dl_sync__pin_code(); /* the graph calls release, maybe after a dlclose of this copy */
   int code = b->graph_retain(b->ctx, stream->stream.handle, object, release);
-  return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, stream->stream.device);
+  return code == 0
+             ? DL_SYNC_OK
+             : dl_sync__runtime_error(b, DL_SYNC_OP_GRAPH_RETAIN, code, stream->stream.device);
 }
 
 int dl_sync__external_wait_usable(const dl_sync_backend *b, const void *consumer_stream) {

@@ -18,4 +18,3 @@ int dl_sync__check_device(const char *what, DLDevice device) {
 int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b) {
   return a.handle == b.handle && a.device.device_id == b.device.device_id;
 }
-

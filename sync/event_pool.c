@@ -516,7 +516,7 @@ static int drain(dl_sync__pool *pool, int *status) {
 
 int dl_sync_shutdown(void) {
   int status = DL_SYNC_OK;
-  dl_sync__release_drain(); /* their events go back to the pools first */
+  dl_sync__release_drain();          /* their events go back to the pools first */
   dl_sync__mutex_lock(&caches_lock); /* held throughout: exiting threads flush into pools */
   flush_all_caches();
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {

@@ -112,13 +112,13 @@ static inline int dl_sync__is_default_stream(void *canonical_handle) {
    with its context (device) current, and the caller's is restored at the end. */
 typedef struct dl_sync__guard {
   const dl_sync_backend *backend;
-  int contexts;           /* the backend has contexts */
-  int caller_known;       /* the caller's context and device were asked for */
-  void *caller_context;   /* contexts: the caller's current context, NULL for none */
-  int32_t caller_device;  /* its device (without contexts: the current device); -1: none */
-  void *current_context;  /* what is current now, once caller_known */
+  int contexts;          /* the backend has contexts */
+  int caller_known;      /* the caller's context and device were asked for */
+  void *caller_context;  /* contexts: the caller's current context, NULL for none */
+  int32_t caller_device; /* its device (without contexts: the current device); -1: none */
+  void *current_context; /* what is current now, once caller_known */
   int32_t current_device;
-  int switched;           /* something was made current: the end restores the caller's */
+  int switched; /* something was made current: the end restores the caller's */
 } dl_sync__guard;
 
 /* A stream of one call, bound to where calls on it run. */
@@ -151,8 +151,7 @@ static inline int dl_sync__is_sim_handle(void *handle) {
 #endif
 }
 /* Binds stream for the caller; switches nothing. */
-static inline int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream,
-                                dl_sync__bound *out) {
+static inline int dl_sync__bind(dl_sync__guard *guard, dl_sync_stream stream, dl_sync__bound *out) {
   if (dl_sync__is_sim_handle(stream.handle)) {
     int status = dl_sync__check_sim_handle(guard, stream);
     if (status != DL_SYNC_OK) return status;
@@ -201,8 +200,9 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
-#define DL_SYNC__BACKEND_SIZE_FIRST \
-  (offsetof(dl_sync_backend, context_call_names) + sizeof(((dl_sync_backend *)0)->context_call_names))
+#define DL_SYNC__BACKEND_SIZE_FIRST                \
+  (offsetof(dl_sync_backend, context_call_names) + \
+   sizeof(((dl_sync_backend *)0)->context_call_names))
 
 /* event_pool.c: one pool per (backend, device, context identity); events are made there. */
 typedef struct dl_sync__pool dl_sync__pool;
@@ -275,8 +275,7 @@ DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__b
 
 /* push_dep.c: the steady-state ordering of src before dst (bound by guard): a pooled event
    borrowed through the thread's cache, recorded on src, waited on by dst, given back. */
-int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src,
-                             const dl_sync__bound *dst);
+int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src, const dl_sync__bound *dst);
 /* Binds dst for dependencies into it, with a guard of its own; the source is set (and
    bound by the same guard) per dependency. */
 int dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,

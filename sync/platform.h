@@ -58,8 +58,10 @@ typedef struct dl_sync__mutex {
 typedef struct dl_sync__once {
   void *state; /* an INIT_ONCE */
 } dl_sync__once;
-#define DL_SYNC__MUTEX_INIT {0}
-#define DL_SYNC__ONCE_INIT {0}
+#define DL_SYNC__MUTEX_INIT \
+  { 0 }
+#define DL_SYNC__ONCE_INIT \
+  { 0 }
 void dl_sync__mutex_lock(dl_sync__mutex *mutex);
 void dl_sync__mutex_unlock(dl_sync__mutex *mutex);
 void dl_sync__mutex_renew(dl_sync__mutex *mutex);

@@ -34,8 +34,8 @@ int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src,
   dl_sync__borrowed event;
   int status = dl_sync__identify(guard, src);
   if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(guard->backend, src->stream.device, src->context,
-                                  src->context_id, guard, &event);
+    status = dl_sync__pool_borrow(guard->backend, src->stream.device, src->context, src->context_id,
+                                  guard, &event);
   if (status != DL_SYNC_OK) return status;
   status = dl_sync__record(guard, event.event, src);
   if (status == DL_SYNC_OK) status = dl_sync__wait(guard, dst, event.event);

@@ -292,13 +292,12 @@ static int check_consumer(const dl_sync__release_target *t, dl_sync_stream consu
   if (consumer.device.device_type == t->device.device_type &&
       consumer.device.device_id == t->device.device_id)
     return DL_SYNC_OK;
-  return dl_sync__error(DL_SYNC_EINVAL,
-                        "tensor %p is on %s:%d and the consumer stream on %s:%d: release it "
-                        "after the work of a stream of its own device",
-                        t->tensor, dl_sync__device_type_name(t->device.device_type),
-                        (int)t->device.device_id,
-                        dl_sync__device_type_name(consumer.device.device_type),
-                        (int)consumer.device.device_id);
+  return dl_sync__error(
+      DL_SYNC_EINVAL,
+      "tensor %p is on %s:%d and the consumer stream on %s:%d: release it "
+      "after the work of a stream of its own device",
+      t->tensor, dl_sync__device_type_name(t->device.device_type), (int)t->device.device_id,
+      dl_sync__device_type_name(consumer.device.device_type), (int)consumer.device.device_id);
 }
 
 static int release(void *tensor, int legacy, dl_sync_stream consumer) {

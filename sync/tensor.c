@@ -355,8 +355,7 @@ static int wait_external(const dl_sync_tensor_event_owner *record, dl_sync__guar
   int status = dl_sync__external_wait_usable(guard->backend, consumer->stream.handle);
   if (status != DL_SYNC_OK) return status;
   record->retain(record->event_ctx); /* the graph's reference */
-  return dl_sync__wait_external(guard, consumer, record->event, record->event_ctx,
-                                record->release);
+  return dl_sync__wait_external(guard, consumer, record->event, record->event_ctx, record->release);
 }
 
 int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync__guard *guard,
@@ -365,12 +364,12 @@ int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync__gu
   const dl_sync_tensor_event_owner *record = ref->owner;
   DLDevice device = consumer->stream.device;
   if (dl_sync__family(device.device_type) != record->runtime_family)
-    return dl_sync__error(
-        DL_SYNC_ENOTSUP,
-        "the tensor's event %p is an event of the %s runtime (recorded on "
-        "device %d); the consumer stream on %s:%d cannot wait on it",
-        record->event, family_name(record->runtime_family), (int)record->device.device_id,
-        dl_sync__device_type_name(device.device_type), (int)device.device_id);
+    return dl_sync__error(DL_SYNC_ENOTSUP,
+                          "the tensor's event %p is an event of the %s runtime (recorded on "
+                          "device %d); the consumer stream on %s:%d cannot wait on it",
+                          record->event, family_name(record->runtime_family),
+                          (int)record->device.device_id,
+                          dl_sync__device_type_name(device.device_type), (int)device.device_id);
   dl_sync_capture_info info;
   int status;
   if (consumer_capture != NULL) {

@@ -10,11 +10,13 @@
 
 static void test_device_type_values_are_dlpack_1_3(void **state) {
   (void)state;
-  const struct { int value, expected; } types[] = {
-      {kDLCPU, 1},     {kDLCUDA, 2},         {kDLCUDAHost, 3}, {kDLOpenCL, 4}, {kDLVulkan, 7},
-      {kDLMetal, 8},   {kDLVPI, 9},          {kDLROCM, 10},    {kDLROCMHost, 11},
-      {kDLExtDev, 12}, {kDLCUDAManaged, 13}, {kDLOneAPI, 14},  {kDLWebGPU, 15},
-      {kDLHexagon, 16}, {kDLMAIA, 17},       {kDLTrn, 18},
+  const struct {
+    int value, expected;
+  } types[] = {
+      {kDLCPU, 1},       {kDLCUDA, 2},     {kDLCUDAHost, 3},     {kDLOpenCL, 4},
+      {kDLVulkan, 7},    {kDLMetal, 8},    {kDLVPI, 9},          {kDLROCM, 10},
+      {kDLROCMHost, 11}, {kDLExtDev, 12},  {kDLCUDAManaged, 13}, {kDLOneAPI, 14},
+      {kDLWebGPU, 15},   {kDLHexagon, 16}, {kDLMAIA, 17},        {kDLTrn, 18},
   };
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
     assert_int_equal(types[i].value, types[i].expected);

@@ -18,34 +18,79 @@
 
 enum { DEVICES = 6 }; /* more than a thread cache's 4 slots */
 
-static int ok_count(void *ctx, int *count) { (void)ctx; *count = DEVICES; return 0; }
-static int ok_get(void *ctx, int32_t *device) { (void)ctx; *device = 0; return 0; }
-static int ok_set(void *ctx, int32_t device) { (void)ctx; (void)device; return 0; }
+static int ok_count(void *ctx, int *count) {
+  (void)ctx;
+  *count = DEVICES;
+  return 0;
+}
+static int ok_get(void *ctx, int32_t *device) {
+  (void)ctx;
+  *device = 0;
+  return 0;
+}
+static int ok_set(void *ctx, int32_t device) {
+  (void)ctx;
+  (void)device;
+  return 0;
+}
 static int token_create(void *ctx, void **event) {
   (void)ctx;
   *event = malloc(1);
   return *event == NULL;
 }
-static int token_destroy(void *ctx, void *event) { (void)ctx; free(event); return 0; }
-static int ok_record(void *ctx, void *event, void *stream) { (void)ctx; (void)event; (void)stream; return 0; }
-static int ok_wait(void *ctx, void *stream, void *event) { (void)ctx; (void)stream; (void)event; return 0; }
-static int ok_sync(void *ctx, void *event) { (void)ctx; (void)event; return 0; }
-static int ok_query(void *ctx, void *event, int *complete) { (void)ctx; (void)event; *complete = 1; return 0; }
+static int token_destroy(void *ctx, void *event) {
+  (void)ctx;
+  free(event);
+  return 0;
+}
+static int ok_record(void *ctx, void *event, void *stream) {
+  (void)ctx;
+  (void)event;
+  (void)stream;
+  return 0;
+}
+static int ok_wait(void *ctx, void *stream, void *event) {
+  (void)ctx;
+  (void)stream;
+  (void)event;
+  return 0;
+}
+static int ok_sync(void *ctx, void *event) {
+  (void)ctx;
+  (void)event;
+  return 0;
+}
+static int ok_query(void *ctx, void *event, int *complete) {
+  (void)ctx;
+  (void)event;
+  *complete = 1;
+  return 0;
+}
 static int no_capture(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
   (void)stream;
   *out = (dl_sync_capture_info){0};
   return 0;
 }
-static const char *name_of(void *ctx, int code) { (void)ctx; (void)code; return "hostError"; }
-static int status_of(void *ctx, int code) { (void)ctx; (void)code; return DL_SYNC_EBACKEND; }
+static const char *name_of(void *ctx, int code) {
+  (void)ctx;
+  (void)code;
+  return "hostError";
+}
+static int status_of(void *ctx, int code) {
+  (void)ctx;
+  (void)code;
+  return DL_SYNC_EBACKEND;
+}
 
 static const dl_sync_backend host = {
-    DL_SYNC_BACKEND_INIT,
-    .name = "host", .device_count = ok_count, .get_device = ok_get, .set_device = ok_set,
-    .event_create = token_create, .event_destroy = token_destroy, .event_record = ok_record,
-    .stream_wait = ok_wait, .event_synchronize = ok_sync, .event_query = ok_query,
-    .capture_info = no_capture, .error_name = name_of, .error_string = name_of,
+    DL_SYNC_BACKEND_INIT,           .name = "host",
+    .device_count = ok_count,       .get_device = ok_get,
+    .set_device = ok_set,           .event_create = token_create,
+    .event_destroy = token_destroy, .event_record = ok_record,
+    .stream_wait = ok_wait,         .event_synchronize = ok_sync,
+    .event_query = ok_query,        .capture_info = no_capture,
+    .error_name = name_of,          .error_string = name_of,
     .error_status = status_of,
 };
 

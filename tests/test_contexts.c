@@ -87,8 +87,7 @@ static void test_default_consumer_is_bound_before_a_cold_pool_switches(void **st
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_set_context(MOCK_CONTEXT_P0, 0);
   expect_stream_wait(DL_SYNC_STREAM_LEGACY, MOCK_EVENT_1, 0);
-  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_none()),
-                   DL_SYNC_OK);
+  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_none()), DL_SYNC_OK);
   shutdown_one_pool(MOCK_CONTEXT_X0, 100, MOCK_EVENT_1);
 }
 
@@ -200,10 +199,9 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_context_current_binds_the_primary_context, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_a_new_identity_behind_one_handle_gets_new_events,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(test_a_failed_restore_keeps_the_first_error, setup,
+      cmocka_unit_test_setup_teardown(test_a_new_identity_behind_one_handle_gets_new_events, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_failed_restore_keeps_the_first_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_context_call_failures_are_named, setup, teardown),
   };
   return cmocka_run_group_tests_name("contexts", tests, NULL, NULL);

@@ -168,7 +168,7 @@ static void test_a_shutdown_during_the_reuse_query_frees_the_pool_once(void **st
       assert_int_equal(status, DL_SYNC_EBACKEND);
     } else {
       assert_int_equal(status, DL_SYNC_OK); /* a new event, in the retired pool */
-      dl_sync__pool_release(pool, second); /* the pool's last: it goes */
+      dl_sync__pool_release(pool, second);  /* the pool's last: it goes */
     }
     assert_int_equal(dl_sync__pools_allocated(), 0);
   }
@@ -274,17 +274,17 @@ static void test_statistics_never_see_an_evicted_slot_twice(void **state) {
   dl_sync__guard_init(&guard, &evicting);
   for (int32_t d = 0; d < 4; d++) { /* one event in each of four slots */
     dl_sync__borrowed borrowed;
-    assert_int_equal(dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, d}, NULL, 0, &guard,
-                                          &borrowed),
-                     DL_SYNC_OK);
+    assert_int_equal(
+        dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, d}, NULL, 0, &guard, &borrowed),
+        DL_SYNC_OK);
     dl_sync__pool_return(&borrowed);
   }
   pthread_t reader;
   assert_int_equal(pthread_create(&reader, NULL, read_stats_during_eviction, NULL), 0);
   dl_sync__cache_flush_hook = in_the_middle_of_an_eviction;
   dl_sync__borrowed fifth; /* evicts device 0's slot, the first bound */
-  assert_int_equal(
-      dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, 4}, NULL, 0, &guard, &fifth), DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, 4}, NULL, 0, &guard, &fifth),
+                   DL_SYNC_OK);
   dl_sync__cache_flush_hook = NULL;
   dl_sync__pool_return(&fifth);
   assert_int_equal(pthread_join(reader, NULL), 0);
@@ -409,8 +409,7 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   assert_int_equal(dl_sync__pool_acquire(pool, &guard, &idle), DL_SYNC_OK);
   dl_sync__pool_release(pool, idle); /* for the shutdown below to block on */
   dl_sync__borrowed borrowed;
-  assert_int_equal(dl_sync__pool_borrow(&cached, device, NULL, 0, &guard, &borrowed),
-                   DL_SYNC_OK);
+  assert_int_equal(dl_sync__pool_borrow(&cached, device, NULL, 0, &guard, &borrowed), DL_SYNC_OK);
   parents = borrowed.event;
   dl_sync__pool_return(&borrowed); /* held by this thread's cache now */
 
@@ -422,14 +421,14 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
-    alarm(20); /* a deadlock ends the child by signal, and the test fails */
+    alarm(20);            /* a deadlock ends the child by signal, and the test fails */
     destroy_released = 1; /* the child's own events are destroyed without blocking */
     dl_sync__borrowed fresh = {0};
     dl_sync__guard child_guard;
     dl_sync__guard_init(&child_guard, &cached);
-    int clean = dl_sync__pool_borrow(&cached, device, NULL, 0, &child_guard, &fresh) ==
-                    DL_SYNC_OK &&
-                fresh.event != parents && fresh.event != idle;
+    int clean =
+        dl_sync__pool_borrow(&cached, device, NULL, 0, &child_guard, &fresh) == DL_SYNC_OK &&
+        fresh.event != parents && fresh.event != idle;
     void *event = fresh.event;
     if (clean) dl_sync__pool_return(&fresh);
     clean = clean && dl_sync_shutdown() == DL_SYNC_OK && destroyed[as_number(event)] == 1 &&
@@ -445,7 +444,8 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   void *result = NULL;
   assert_int_equal(pthread_join(shutting_down, &result), 0);
   assert_int_equal((int)(intptr_t)result, DL_SYNC_OK);
-  if (!WIFEXITED(status)) fail_msg("the child did not exit (signal %d): a deadlock", WTERMSIG(status));
+  if (!WIFEXITED(status))
+    fail_msg("the child did not exit (signal %d): a deadlock", WTERMSIG(status));
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 #else

@@ -14,12 +14,44 @@
 
 /* A backend that answers every call at once and counts them. */
 static long calls;
-static int get_device(void *c, int32_t *d) { (void)c; calls++; *d = 0; return 0; }
-static int set_device(void *c, int32_t d) { (void)c; (void)d; calls++; return 0; }
-static int event_create(void *c, void **e) { (void)c; calls++; *e = &calls; return 0; }
-static int event_only(void *c, void *e) { (void)c; (void)e; calls++; return 0; }
-static int two(void *c, void *a, void *b) { (void)c; (void)a; (void)b; calls++; return 0; }
-static int event_query(void *c, void *e, int *done) { (void)c; (void)e; calls++; *done = 1; return 0; }
+static int get_device(void *c, int32_t *d) {
+  (void)c;
+  calls++;
+  *d = 0;
+  return 0;
+}
+static int set_device(void *c, int32_t d) {
+  (void)c;
+  (void)d;
+  calls++;
+  return 0;
+}
+static int event_create(void *c, void **e) {
+  (void)c;
+  calls++;
+  *e = &calls;
+  return 0;
+}
+static int event_only(void *c, void *e) {
+  (void)c;
+  (void)e;
+  calls++;
+  return 0;
+}
+static int two(void *c, void *a, void *b) {
+  (void)c;
+  (void)a;
+  (void)b;
+  calls++;
+  return 0;
+}
+static int event_query(void *c, void *e, int *done) {
+  (void)c;
+  (void)e;
+  calls++;
+  *done = 1;
+  return 0;
+}
 static int capture_info(void *c, void *s, dl_sync_capture_info *out) {
   (void)c;
   (void)s;
@@ -27,16 +59,23 @@ static int capture_info(void *c, void *s, dl_sync_capture_info *out) {
   out->status = DL_SYNC_CAPTURE_NONE;
   return 0;
 }
-static const char *error_name(void *c, int e) { (void)c; (void)e; return "countingError"; }
-static int error_status(void *c, int e) { (void)c; (void)e; return DL_SYNC_EBACKEND; }
+static const char *error_name(void *c, int e) {
+  (void)c;
+  (void)e;
+  return "countingError";
+}
+static int error_status(void *c, int e) {
+  (void)c;
+  (void)e;
+  return DL_SYNC_EBACKEND;
+}
 
 static const dl_sync_backend answering = {
-    DL_SYNC_BACKEND_INIT,
-    .name = "answering", .get_device = get_device, .set_device = set_device,
-    .event_create = event_create, .event_destroy = event_only, .event_record = two,
-    .stream_wait = two, .event_synchronize = event_only, .event_query = event_query,
-    .capture_info = capture_info, .error_name = error_name, .error_string = error_name,
-    .error_status = error_status,
+    DL_SYNC_BACKEND_INIT,       .name = "answering",          .get_device = get_device,
+    .set_device = set_device,   .event_create = event_create, .event_destroy = event_only,
+    .event_record = two,        .stream_wait = two,           .event_synchronize = event_only,
+    .event_query = event_query, .capture_info = capture_info, .error_name = error_name,
+    .error_string = error_name, .error_status = error_status,
 };
 
 static const int32_t stream_types[] = {kDLCUDA, kDLCUDAHost, kDLCUDAManaged, kDLROCM, kDLROCMHost};
@@ -58,12 +97,20 @@ static int uninstall(void **state) {
 
 static void test_it_says_1_exactly_when_the_export_calls_the_runtime(void **state) {
   (void)state;
-  const DLDevice devices[] = {{kDLCPU, 0},  {kDLCUDA, 0},        {kDLCUDA, 3},
-                              {kDLCUDA, -1}, {kDLCUDA, DL_SYNC_MAX_DEVICES}, {kDLCUDAHost, 0},
-                              {kDLCUDAManaged, 1}, {kDLROCM, 0}, {kDLROCMHost, 0},
-                              {kDLOpenCL, 0}, {(DLDeviceType)99, 0}, {(DLDeviceType)-3, 0}};
-  void *const producers[] = {NULL, DL_SYNC_STREAM_LEGACY, DL_SYNC_STREAM_PER_THREAD,
-                             (void *)0x5000, (void *)0x6000};
+  const DLDevice devices[] = {{kDLCPU, 0},
+                              {kDLCUDA, 0},
+                              {kDLCUDA, 3},
+                              {kDLCUDA, -1},
+                              {kDLCUDA, DL_SYNC_MAX_DEVICES},
+                              {kDLCUDAHost, 0},
+                              {kDLCUDAManaged, 1},
+                              {kDLROCM, 0},
+                              {kDLROCMHost, 0},
+                              {kDLOpenCL, 0},
+                              {(DLDeviceType)99, 0},
+                              {(DLDeviceType)-3, 0}};
+  void *const producers[] = {NULL, DL_SYNC_STREAM_LEGACY, DL_SYNC_STREAM_PER_THREAD, (void *)0x5000,
+                             (void *)0x6000};
   const int64_t values[] = {-1, 0, 1, 2, 0x5000, 0x6000, -2, INT64_MIN, INT64_MAX};
   int said_1 = 0, said_0 = 0;
   for (size_t d = 0; d < sizeof devices / sizeof devices[0]; d++)
@@ -92,9 +139,9 @@ static void test_it_says_1_exactly_when_the_export_calls_the_runtime(void **stat
 static void test_it_writes_no_message(void **state) {
   (void)state;
   /* A failure's message, then the question about arguments the export refuses. */
-  assert_int_equal(dl_sync_export(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, NULL),
-                                  dl_sync_stream_arg_int(0)),
-                   DL_SYNC_EINVAL);
+  assert_int_equal(
+      dl_sync_export(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, NULL), dl_sync_stream_arg_int(0)),
+      DL_SYNC_EINVAL);
   char before[512];
   snprintf(before, sizeof before, "%s", dl_sync_last_error());
   assert_int_equal(dl_sync_export_calls_runtime(dl_sync_stream_view((DLDevice){kDLROCM, 0}, NULL),
@@ -105,9 +152,9 @@ static void test_it_writes_no_message(void **state) {
                    0);
   assert_string_equal(dl_sync_last_error(), before);
   /* And the export still says what was wrong. */
-  assert_int_equal(dl_sync_export(dl_sync_stream_view((DLDevice){kDLROCM, 0}, NULL),
-                                  dl_sync_stream_arg_int(2)),
-                   DL_SYNC_EINVAL);
+  assert_int_equal(
+      dl_sync_export(dl_sync_stream_view((DLDevice){kDLROCM, 0}, NULL), dl_sync_stream_arg_int(2)),
+      DL_SYNC_EINVAL);
   assert_non_null(strstr(dl_sync_last_error(), "stream=2"));
 }
 

@@ -25,10 +25,14 @@ static int failed_code;
 /* The error each operation fails with: one of each status kind. */
 static int error_for(dl_sync_op op) {
   switch (op) {
-    case DL_SYNC_OP_EVENT_CREATE: return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
-    case DL_SYNC_OP_CAPTURE_INFO: return DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
-    case DL_SYNC_OP_STREAM_WAIT_EXTERNAL: return DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION;
-    default: return DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+    case DL_SYNC_OP_EVENT_CREATE:
+      return DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    case DL_SYNC_OP_CAPTURE_INFO:
+      return DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT;
+    case DL_SYNC_OP_STREAM_WAIT_EXTERNAL:
+      return DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION;
+    default:
+      return DL_SYNC_SIM_ERROR_INVALID_HANDLE;
   }
 }
 
@@ -39,22 +43,52 @@ static int inject(dl_sync_op op) {
   return failed_code;
 }
 
-#define FORWARD(op, call) \
-  do {                    \
-    int injected = inject(op); \
+#define FORWARD(op, call)                \
+  do {                                   \
+    int injected = inject(op);           \
     return injected ? injected : (call); \
   } while (0)
 
-static int f_get_device(void *c, int32_t *d) { (void)c; FORWARD(DL_SYNC_OP_GET_DEVICE, inner->get_device(inner->ctx, d)); }
-static int f_set_device(void *c, int32_t d) { (void)c; FORWARD(DL_SYNC_OP_SET_DEVICE, inner->set_device(inner->ctx, d)); }
-static int f_event_create(void *c, void **e) { (void)c; FORWARD(DL_SYNC_OP_EVENT_CREATE, inner->event_create(inner->ctx, e)); }
-static int f_event_destroy(void *c, void *e) { (void)c; return inner->event_destroy(inner->ctx, e); }
-static int f_event_record(void *c, void *e, void *s) { (void)c; FORWARD(DL_SYNC_OP_EVENT_RECORD, inner->event_record(inner->ctx, e, s)); }
-static int f_stream_wait(void *c, void *s, void *e) { (void)c; FORWARD(DL_SYNC_OP_STREAM_WAIT, inner->stream_wait(inner->ctx, s, e)); }
-static int f_stream_wait_external(void *c, void *s, void *e) { (void)c; FORWARD(DL_SYNC_OP_STREAM_WAIT_EXTERNAL, inner->stream_wait_external(inner->ctx, s, e)); }
-static int f_event_synchronize(void *c, void *e) { (void)c; FORWARD(DL_SYNC_OP_EVENT_SYNCHRONIZE, inner->event_synchronize(inner->ctx, e)); }
-static int f_event_query(void *c, void *e, int *done) { (void)c; FORWARD(DL_SYNC_OP_EVENT_QUERY, inner->event_query(inner->ctx, e, done)); }
-static int f_capture_info(void *c, void *s, dl_sync_capture_info *o) { (void)c; FORWARD(DL_SYNC_OP_CAPTURE_INFO, inner->capture_info(inner->ctx, s, o)); }
+static int f_get_device(void *c, int32_t *d) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_GET_DEVICE, inner->get_device(inner->ctx, d));
+}
+static int f_set_device(void *c, int32_t d) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_SET_DEVICE, inner->set_device(inner->ctx, d));
+}
+static int f_event_create(void *c, void **e) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_EVENT_CREATE, inner->event_create(inner->ctx, e));
+}
+static int f_event_destroy(void *c, void *e) {
+  (void)c;
+  return inner->event_destroy(inner->ctx, e);
+}
+static int f_event_record(void *c, void *e, void *s) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_EVENT_RECORD, inner->event_record(inner->ctx, e, s));
+}
+static int f_stream_wait(void *c, void *s, void *e) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_STREAM_WAIT, inner->stream_wait(inner->ctx, s, e));
+}
+static int f_stream_wait_external(void *c, void *s, void *e) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_STREAM_WAIT_EXTERNAL, inner->stream_wait_external(inner->ctx, s, e));
+}
+static int f_event_synchronize(void *c, void *e) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_EVENT_SYNCHRONIZE, inner->event_synchronize(inner->ctx, e));
+}
+static int f_event_query(void *c, void *e, int *done) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_EVENT_QUERY, inner->event_query(inner->ctx, e, done));
+}
+static int f_capture_info(void *c, void *s, dl_sync_capture_info *o) {
+  (void)c;
+  FORWARD(DL_SYNC_OP_CAPTURE_INFO, inner->capture_info(inner->ctx, s, o));
+}
 static int f_graph_retain(void *c, void *s, void *o, void (*r)(void *)) {
   (void)c;
   int injected = inject(DL_SYNC_OP_GRAPH_RETAIN);
@@ -91,7 +125,9 @@ typedef struct world {
 
 typedef int (*scenario)(world *w);
 
-static int plain_dep(world *w) { return dl_sync_push_dep(sim_view(w->a, 0), sim_view(w->b, 0)); }
+static int plain_dep(world *w) {
+  return dl_sync_push_dep(sim_view(w->a, 0), sim_view(w->b, 0));
+}
 
 static int export_to_legacy_of_other_device(world *w) {
   /* src's legacy stream on device 1 while device 0 is current: device switches. */
@@ -163,7 +199,8 @@ static void inject_everywhere(const char *name, scenario step) {
   install_faulty();
   world w;
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK); /* empty pools: the creation path too */
-  if (run(step, &w, 0) != DL_SYNC_OK) fail_msg("%s fails without injection: %s", name, dl_sync_last_error());
+  if (run(step, &w, 0) != DL_SYNC_OK)
+    fail_msg("%s fails without injection: %s", name, dl_sync_last_error());
   long clean_calls = calls;
   cleanup(&w);
   for (long n = 1; n <= clean_calls; n++) {

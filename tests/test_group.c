@@ -290,7 +290,7 @@ static void test_a_tensor_without_event_adds_nothing(void **state) {
   dl_sync_group group = group_on(MOCK_STREAM_B);
   assert_int_equal(dl_sync_group_add_tensor(&group, NULL), DL_SYNC_EINVAL);
   assert_int_equal(dl_sync_group_add_tensor(&group, &plain), DL_SYNC_OK);
-  assert_error_mentions("tensor must not be NULL"); /* a success writes no message */
+  assert_error_mentions("tensor must not be NULL");         /* a success writes no message */
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_OK); /* no runtime call expected */
 }
 
@@ -366,8 +366,8 @@ static void test_a_capturing_producer_with_a_plain_consumer_is_named(void **stat
   /* D is not ordered: the group stops at the failing producer. */
   assert_int_equal(dl_sync_group_wait(&group), DL_SYNC_ECAPTURE);
   char expected[128]; /* %p as the library writes it: "0xc000" with glibc */
-  snprintf(expected, sizeof expected, "dl_sync_group_wait: producer stream 2 of 3 (%p on cuda:0) failed",
-           MOCK_STREAM_C);
+  snprintf(expected, sizeof expected,
+           "dl_sync_group_wait: producer stream 2 of 3 (%p on cuda:0) failed", MOCK_STREAM_C);
   assert_error_mentions(expected);
   assert_error_mentions("Run the consumer on the producer's current work stream");
   /* The made dependency stays made, and the group is empty. */
@@ -563,7 +563,8 @@ static void test_the_group_layout_is_pinned(void **state) {
   assert_int_equal(sizeof(dl_sync_group), 936);
 }
 
-#define GROUP_TEST(name) cmocka_unit_test_setup_teardown(name, mock_suite_setup, mock_suite_teardown)
+#define GROUP_TEST(name) \
+  cmocka_unit_test_setup_teardown(name, mock_suite_setup, mock_suite_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {

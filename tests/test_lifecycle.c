@@ -19,7 +19,9 @@ static int guarded_destroy(void *ctx, void *event) {
   return counting_backend.event_destroy(ctx, event);
 }
 
-static void mark_exit(void) { exiting = 1; }
+static void mark_exit(void) {
+  exiting = 1;
+}
 
 int main(void) {
   guarded = counting_backend;

@@ -17,7 +17,9 @@ static const DLDevice cuda1 = {kDLCUDA, 1};
 static const DLDevice rocm0 = {kDLROCM, 0};
 static const DLDevice cpu0 = {kDLCPU, 0};
 
-static dl_sync_stream on(DLDevice device, void *handle) { return dl_sync_stream_view(device, handle); }
+static dl_sync_stream on(DLDevice device, void *handle) {
+  return dl_sync_stream_view(device, handle);
+}
 
 /* A pool miss: the event is made on the producer's device, so the current device is read
    (no switch: it is already device 0). */
@@ -37,7 +39,8 @@ static void expect_plain_dep(void *src, void *dst, void *event, int create) {
 
 static void test_same_stream_makes_no_runtime_call(void **state) {
   (void)state;
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_A)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_A)),
+                   DL_SYNC_OK);
   assert_int_equal(dl_sync_push_dep(on(cuda0, NULL), on(cuda0, DL_SYNC_STREAM_LEGACY)), DL_SYNC_OK);
   assert_int_equal(dl_sync_push_dep(on(rocm0, DL_SYNC_STREAM_LEGACY), on(rocm0, NULL)), DL_SYNC_OK);
   assert_int_equal(dl_sync_export(on(cuda0, DL_SYNC_STREAM_LEGACY), dl_sync_stream_arg_none()),
@@ -46,8 +49,10 @@ static void test_same_stream_makes_no_runtime_call(void **state) {
 
 static void test_export_minus_one_makes_no_runtime_call(void **state) {
   (void)state;
-  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(-1)), DL_SYNC_OK);
-  assert_int_equal(dl_sync_export(on(rocm0, MOCK_STREAM_A), dl_sync_stream_arg_int(-1)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(-1)),
+                   DL_SYNC_OK);
+  assert_int_equal(dl_sync_export(on(rocm0, MOCK_STREAM_A), dl_sync_stream_arg_int(-1)),
+                   DL_SYNC_OK);
 }
 
 static void test_cpu_export_makes_no_runtime_call(void **state) {
@@ -59,7 +64,8 @@ static void test_cpu_export_makes_no_runtime_call(void **state) {
 static void test_cross_stream_is_one_record_and_one_wait_in_steady_state(void **state) {
   (void)state;
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_B, MOCK_EVENT_1, 1);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   for (int i = 0; i < 3; i++) {
     expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_B, MOCK_EVENT_1, 0);
     assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(0xB000)),
@@ -82,7 +88,8 @@ static void test_event_is_created_on_the_producer_device(void **state) {
   expect_event_record(MOCK_EVENT_2, MOCK_STREAM_A, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_2, 0);
   expect_set_device(0, 0);
-  assert_int_equal(dl_sync_push_dep(on(cuda1, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda1, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   assert_int_equal(mock_pool_stats(1).created, 1);
   assert_int_equal(mock_pool_stats(0).created, 0);
 }
@@ -122,7 +129,8 @@ static void test_same_capture_is_a_fork_join_edge(void **state) {
   expect_new_event(MOCK_EVENT_1, 0);
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_1, 0);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
 }
 
 static void test_capturing_producer_with_plain_consumer_is_ecapture(void **state) {
@@ -161,12 +169,14 @@ static void test_capturing_consumer_gets_an_external_wait_owned_by_the_graph(voi
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_graph_retain(MOCK_STREAM_B, 0);
   expect_stream_wait_external(MOCK_STREAM_B, MOCK_EVENT_1, 0);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   assert_int_equal(mock_pool_stats(0).outstanding, 1);
 
   /* While the graph lives, its event is not handed out again. */
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_C, MOCK_EVENT_2, 1);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)),
+                   DL_SYNC_OK);
 
   mock_graph_destroy();
   dl_sync_pool_stats stats = mock_pool_stats(0);
@@ -243,7 +253,8 @@ static void test_capture_query_failure_propagates(void **state) {
   expect_capture_info(MOCK_STREAM_A, 0, 0, MOCK_ERROR_INVALID);
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
                    DL_SYNC_EBACKEND);
-  assert_error_mentions("dl_sync_push_dep: [mockStreamGetCaptureInfo][mockErrorInvalid] mock failure");
+  assert_error_mentions(
+      "dl_sync_push_dep: [mockStreamGetCaptureInfo][mockErrorInvalid] mock failure");
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_capture_info(MOCK_STREAM_B, 0, 0, MOCK_ERROR_CAPTURE);
   assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
@@ -368,7 +379,8 @@ static void test_query_before_reuse_skips_pending_events(void **state) {
   (void)state;
   mock_backend.flags = DL_SYNC_BACKEND_QUERY_BEFORE_REUSE;
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_B, MOCK_EVENT_1, 1);
-  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   /* EVENT_1's record is still pending: a second event is made. */
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_NONE, 0, 0);
@@ -376,14 +388,16 @@ static void test_query_before_reuse_skips_pending_events(void **state) {
   expect_new_event(MOCK_EVENT_2, 0);
   expect_event_record(MOCK_EVENT_2, MOCK_STREAM_A, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_2, 0);
-  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   /* Now EVENT_1 (the oldest) is complete and is reused. */
   expect_capture_info(MOCK_STREAM_A, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_capture_info(MOCK_STREAM_B, DL_SYNC_CAPTURE_NONE, 0, 0);
   expect_event_query(MOCK_EVENT_1, 1, 0);
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_stream_wait(MOCK_STREAM_B, MOCK_EVENT_1, 0);
-  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(rocm0, MOCK_STREAM_A), on(rocm0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   mock_backend.flags = 0;
   assert_int_equal(mock_pool_stats(0).created, 2);
 }
@@ -412,9 +426,11 @@ static void test_bad_devices_are_rejected(void **state) {
 
 static void test_bad_export_argument_makes_no_runtime_call(void **state) {
   (void)state;
-  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(0)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(0)),
+                   DL_SYNC_EINVAL);
   assert_error_mentions("stream=0 is ambiguous on cuda:0");
-  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(-5)), DL_SYNC_EINVAL);
+  assert_int_equal(dl_sync_export(on(cuda0, MOCK_STREAM_A), dl_sync_stream_arg_int(-5)),
+                   DL_SYNC_EINVAL);
 }
 
 static void test_cuda_types_fall_back_to_the_runtime_backend(void **state) {
@@ -437,9 +453,11 @@ static void test_shutdown_keeps_the_pool_of_an_event_out_in_a_graph(void **state
   expect_event_record(MOCK_EVENT_1, MOCK_STREAM_A, 0);
   expect_graph_retain(MOCK_STREAM_B, 0);
   expect_stream_wait_external(MOCK_STREAM_B, MOCK_EVENT_1, 0);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_B)),
+                   DL_SYNC_OK);
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_C, MOCK_EVENT_2, 1);
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)),
+                   DL_SYNC_OK);
 
   dl_sync_pool_stats stats = mock_pool_stats(0);
   assert_int_equal(stats.outstanding, 1);
@@ -455,7 +473,8 @@ static void test_shutdown_keeps_the_pool_of_an_event_out_in_a_graph(void **state
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK); /* destroys nothing: no expectation */
 
   expect_plain_dep(MOCK_STREAM_A, MOCK_STREAM_C, MOCK_EVENT_3, 1); /* not MOCK_EVENT_1 */
-  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)), DL_SYNC_OK);
+  assert_int_equal(dl_sync_push_dep(on(cuda0, MOCK_STREAM_A), on(cuda0, MOCK_STREAM_C)),
+                   DL_SYNC_OK);
   expect_event_destroy(MOCK_EVENT_3, 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
 }

@@ -265,7 +265,8 @@ static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
   CHECK_SIM(dl_sync_sim_stream_begin_capture(b, DL_SYNC_SIM_CAPTURE_GLOBAL));
   for (int i = 0; i < KEPT; i++) {
     make_tensor(&kept[i], &pool, &block, NULL);
-    assert_int_equal(dl_sync_tensor_release(&kept[i].tensor, sim_view(b, 0)), DL_SYNC_RELEASE_GRAPH);
+    assert_int_equal(dl_sync_tensor_release(&kept[i].tensor, sim_view(b, 0)),
+                     DL_SYNC_RELEASE_GRAPH);
   }
   dl_sync_sim_graph *graph;
   CHECK_SIM(dl_sync_sim_stream_end_capture(b, &graph));
@@ -297,8 +298,9 @@ static void test_nothing_pending_releases_now(void **state) {
   producer_tensor p;
   make_tensor(&p, &pool, &block, NULL);
   p.tensor.dl_tensor.device = (DLDevice){kDLCPU, 0};
-  assert_int_equal(dl_sync_tensor_release(&p.tensor, dl_sync_stream_view(p.tensor.dl_tensor.device, NULL)),
-                   DL_SYNC_RELEASED_NOW);
+  assert_int_equal(
+      dl_sync_tensor_release(&p.tensor, dl_sync_stream_view(p.tensor.dl_tensor.device, NULL)),
+      DL_SYNC_RELEASED_NOW);
   assert_int_equal(atomic_load(&p.deleted), 1);
   make_tensor(&p, &pool, &block, NULL);
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(DL_SYNC_STREAM_NOTHING_PENDING, 0)),
@@ -412,10 +414,12 @@ static void *release_many(void *arg) {
   for (int i = 0; i < RELEASES; i++) {
     producer_tensor *p = &r->tensors[i];
     make_tensor(p, &r->pool, &r->block, a);
-    int status = i % 2 == 0 ? dl_sync_tensor_record_reuse(&p->tensor, sim_view(a, 0), sim_view(a, 0))
-                            : DL_SYNC_OK;
+    int status = i % 2 == 0
+                     ? dl_sync_tensor_record_reuse(&p->tensor, sim_view(a, 0), sim_view(a, 0))
+                     : DL_SYNC_OK;
     if (status == DL_SYNC_OK) status = dl_sync_tensor_release(&p->tensor, sim_view(b, 0));
-    if (status < 0 && r->failures++ == 0) snprintf(r->error, sizeof r->error, "%s", dl_sync_last_error());
+    if (status < 0 && r->failures++ == 0)
+      snprintf(r->error, sizeof r->error, "%s", dl_sync_last_error());
   }
   dl_sync_sim_stream_synchronize(b);
   dl_sync_sim_device_synchronize();
@@ -440,7 +444,8 @@ static void test_threads_release_at_once(void **state) {
   while (dl_sync_release_poll() != 0) continue; /* their work is done: synchronized */
   for (int i = 0; i < RELEASERS; i++) {
     if (runs[i].failures) fail_msg("releaser %d: %s", i, runs[i].error);
-    for (int j = 0; j < RELEASES; j++) assert_int_equal(atomic_load(&runs[i].tensors[j].deleted), 1);
+    for (int j = 0; j < RELEASES; j++)
+      assert_int_equal(atomic_load(&runs[i].tensors[j].deleted), 1);
   }
   assert_int_equal(dl_sync_release_pending(), 0);
 }

@@ -24,7 +24,9 @@ static int has_device;
 
 /* The runtime's default streams: CUDA's legacy and per-thread streams, HIP's null and
    per-thread streams. They need no handle made by the test. */
-static dl_sync_stream legacy(void) { return dl_sync_stream_view(device, NULL); }
+static dl_sync_stream legacy(void) {
+  return dl_sync_stream_view(device, NULL);
+}
 static dl_sync_stream per_thread(void) {
   return dl_sync_stream_view(device, DL_SYNC_STREAM_PER_THREAD);
 }
@@ -40,8 +42,10 @@ static void test_no_device_count_code_means_enodev(void **state) {
   (void)state;
   int count = -1;
   int code = backend->device_count(backend->ctx, &count);
-  if (code == 0) assert_int_equal(count, 0);
-  else assert_int_equal(backend->error_status(backend->ctx, code), DL_SYNC_ENODEV);
+  if (code == 0)
+    assert_int_equal(count, 0);
+  else
+    assert_int_equal(backend->error_status(backend->ctx, code), DL_SYNC_ENODEV);
 }
 
 static void test_push_dep_without_device_is_enodev_with_the_runtime_reason(void **state) {
@@ -73,8 +77,10 @@ static void test_default_streams_are_ordered_with_one_pooled_event(void **state)
   (void)state;
   skip_without_device();
   for (int i = 0; i < 100; i++) {
-    if (dl_sync_push_dep(legacy(), per_thread()) != DL_SYNC_OK) fail_msg("%s", dl_sync_last_error());
-    if (dl_sync_push_dep(per_thread(), legacy()) != DL_SYNC_OK) fail_msg("%s", dl_sync_last_error());
+    if (dl_sync_push_dep(legacy(), per_thread()) != DL_SYNC_OK)
+      fail_msg("%s", dl_sync_last_error());
+    if (dl_sync_push_dep(per_thread(), legacy()) != DL_SYNC_OK)
+      fail_msg("%s", dl_sync_last_error());
   }
   dl_sync_pool_stats stats;
   assert_int_equal(dl_sync_pool_stats_get(backend, device.device_id, &stats), DL_SYNC_OK);

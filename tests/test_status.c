@@ -59,9 +59,9 @@ static void test_last_error_is_per_thread(void **state) {
   (void)state;
   dl_sync_stream out;
   int needs_sync;
-  assert_int_equal(dl_sync_stream_from_arg((DLDevice){kDLCUDA, 0}, dl_sync_stream_arg_int(0),
-                                           &out, &needs_sync),
-                   DL_SYNC_EINVAL);
+  assert_int_equal(
+      dl_sync_stream_from_arg((DLDevice){kDLCUDA, 0}, dl_sync_stream_arg_int(0), &out, &needs_sync),
+      DL_SYNC_EINVAL);
   char mine[512];
   strcpy(mine, dl_sync_last_error());
   char seen[1024] = "";
@@ -74,7 +74,8 @@ static void test_last_error_is_per_thread(void **state) {
 
 static void test_long_messages_are_truncated_safely(void **state) {
   (void)state;
-  dl_sync_backend backend = {DL_SYNC_BACKEND_INIT, .name = "a-backend-name-that-is-long-enough-to-matter"};
+  dl_sync_backend backend = {DL_SYNC_BACKEND_INIT,
+                             .name = "a-backend-name-that-is-long-enough-to-matter"};
   assert_int_equal(dl_sync_set_backend(kDLCUDA, &backend), DL_SYNC_EINVAL);
   assert_non_null(strstr(dl_sync_last_error(), "lacks the required callback get_device"));
   assert_true(strlen(dl_sync_last_error()) < 512);

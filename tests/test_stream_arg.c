@@ -13,9 +13,9 @@
 
 static const int32_t cuda_types[] = {kDLCUDA, kDLCUDAHost, kDLCUDAManaged};
 static const int32_t rocm_types[] = {kDLROCM, kDLROCMHost};
-static const int32_t streamless_types[] = {kDLCPU,    kDLOpenCL, kDLVulkan, kDLMetal,
-                                           kDLVPI,    kDLExtDev, kDLOneAPI, kDLWebGPU,
-                                           kDLHexagon, kDLMAIA,  kDLTrn};
+static const int32_t streamless_types[] = {kDLCPU,     kDLOpenCL, kDLVulkan, kDLMetal,
+                                           kDLVPI,     kDLExtDev, kDLOneAPI, kDLWebGPU,
+                                           kDLHexagon, kDLMAIA,   kDLTrn};
 static const int32_t unknown_types[] = {0, 5, 6, 19, 100, -1};
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))
@@ -53,8 +53,7 @@ static void check_cell(int32_t type, int32_t id, cell c) {
 static const cell cuda_cells[] = {
     {1, 0, DL_SYNC_OK, 1, DL_SYNC_STREAM_LEGACY, NULL},
     {0, -1, DL_SYNC_OK, 0, NULL, NULL},
-    {0, 0, DL_SYNC_EINVAL, 0, NULL,
-     "stream=0 is ambiguous on cuda"},
+    {0, 0, DL_SYNC_EINVAL, 0, NULL, "stream=0 is ambiguous on cuda"},
     {0, 1, DL_SYNC_OK, 1, DL_SYNC_STREAM_LEGACY, NULL},
     {0, 2, DL_SYNC_OK, 1, DL_SYNC_STREAM_PER_THREAD, NULL},
     {0, 3, DL_SYNC_OK, 1, (void *)3, NULL},
@@ -125,7 +124,8 @@ static void test_unknown_device_types_are_rejected(void **state) {
   for (size_t t = 0; t < COUNT(unknown_types); t++) {
     check_cell(unknown_types[t], 0,
                (cell){1, 0, DL_SYNC_EINVAL, 0, NULL, "has unknown device type"});
-    check_cell(unknown_types[t], 0, (cell){0, 5, DL_SYNC_EINVAL, 0, NULL, "expected a DLDeviceType"});
+    check_cell(unknown_types[t], 0,
+               (cell){0, 5, DL_SYNC_EINVAL, 0, NULL, "expected a DLDeviceType"});
   }
 }
 
@@ -213,7 +213,8 @@ static void test_round_trip_through_the_argument_names_the_same_stream(void **st
     dl_sync_stream decoded;
     int needs_sync;
     assert_int_equal(dl_sync_stream_to_arg(consumer, &arg), DL_SYNC_OK);
-    assert_int_equal(dl_sync_stream_from_arg(consumer.device, arg, &decoded, &needs_sync), DL_SYNC_OK);
+    assert_int_equal(dl_sync_stream_from_arg(consumer.device, arg, &decoded, &needs_sync),
+                     DL_SYNC_OK);
     assert_int_equal(needs_sync, 1);
     assert_ptr_equal(decoded.handle, consumer.handle);
   }

@@ -50,7 +50,8 @@ static void test_threads_share_the_pool_with_consistent_counts_and_no_leak(void 
   for (int t = 0; t < THREADS; t++) pthread_join(workers[t].thread, NULL);
   for (int t = 0; t < THREADS; t++)
     if (workers[t].failures != 0)
-      fail_msg("thread %d: %ld failures, first: %s", t, workers[t].failures, workers[t].first_error);
+      fail_msg("thread %d: %ld failures, first: %s", t, workers[t].failures,
+               workers[t].first_error);
 
   const long deps = (long)THREADS * DEPS_PER_THREAD;
   assert_int_equal(atomic_load(&counting_calls[DL_SYNC_OP_EVENT_RECORD]), deps);
@@ -115,9 +116,12 @@ static void *run_group_worker(void *arg) {
   for (int i = 0; i < GROUP_CALLS; i++) {
     dl_sync_group group;
     int status = dl_sync_group_init(&group, dl_sync_stream_view(device, &w->consumer));
-    if (status == DL_SYNC_OK) status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a1));
-    if (status == DL_SYNC_OK) status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a1));
-    if (status == DL_SYNC_OK) status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a2));
+    if (status == DL_SYNC_OK)
+      status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a1));
+    if (status == DL_SYNC_OK)
+      status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a1));
+    if (status == DL_SYNC_OK)
+      status = dl_sync_group_add_stream(&group, dl_sync_stream_view(device, &w->a2));
     if (status == DL_SYNC_OK) status = dl_sync_group_wait(&group);
     if (status != DL_SYNC_OK && w->failures++ == 0)
       snprintf(w->first_error, sizeof w->first_error, "%s", dl_sync_last_error());
@@ -143,7 +147,8 @@ static void test_eight_threads_of_groups_leak_no_event(void **state) {
   for (int t = 0; t < THREADS; t++) pthread_join(workers[t].thread, NULL);
   for (int t = 0; t < THREADS; t++)
     if (workers[t].failures != 0)
-      fail_msg("thread %d: %ld failures, first: %s", t, workers[t].failures, workers[t].first_error);
+      fail_msg("thread %d: %ld failures, first: %s", t, workers[t].failures,
+               workers[t].first_error);
 
   const long calls = (long)THREADS * GROUP_CALLS;
   assert_int_equal(atomic_load(&counting_calls[DL_SYNC_OP_EVENT_RECORD]), 2 * calls);
@@ -173,8 +178,9 @@ static void *one_dependency(void *arg) {
 static void record_tensor_on(counting_stream *stream, DLManagedTensorVersioned *tensor) {
   *tensor = (DLManagedTensorVersioned){.version = {1, 3}};
   tensor->dl_tensor.device = (DLDevice){kDLCUDA, 0};
-  assert_int_equal(dl_sync_tensor_record(tensor, dl_sync_stream_view(tensor->dl_tensor.device, stream)),
-                   DL_SYNC_OK);
+  assert_int_equal(
+      dl_sync_tensor_record(tensor, dl_sync_stream_view(tensor->dl_tensor.device, stream)),
+      DL_SYNC_OK);
 }
 
 static void test_an_exiting_thread_returns_its_cached_events_to_the_pool(void **state) {

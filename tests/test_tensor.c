@@ -27,20 +27,22 @@ typedef struct producer_tensor {
 
 static void producer_deleter(DLManagedTensorVersioned *t) {
   producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, versioned));
-  if (t->manager_ctx != &p->marker || t->deleter != producer_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  if (t->manager_ctx != &p->marker || t->deleter != producer_deleter)
+    atomic_fetch_add(&p->wrong_ctx, 1);
   atomic_fetch_add(&p->deleted, 1);
 }
 
 static void producer_legacy_deleter(DLManagedTensor *t) {
   producer_tensor *p = (producer_tensor *)((char *)t - offsetof(producer_tensor, legacy));
-  if (t->manager_ctx != &p->marker || t->deleter != producer_legacy_deleter) atomic_fetch_add(&p->wrong_ctx, 1);
+  if (t->manager_ctx != &p->marker || t->deleter != producer_legacy_deleter)
+    atomic_fetch_add(&p->wrong_ctx, 1);
   atomic_fetch_add(&p->deleted, 1);
 }
 
 static void make_tensor(producer_tensor *p, DLDevice device) {
   memset(p, 0, sizeof *p);
-  p->versioned = (DLManagedTensorVersioned){.version = {1, 3}, .manager_ctx = &p->marker,
-                                            .deleter = producer_deleter};
+  p->versioned = (DLManagedTensorVersioned){
+      .version = {1, 3}, .manager_ctx = &p->marker, .deleter = producer_deleter};
   p->versioned.dl_tensor.device = device;
   p->legacy = (DLManagedTensor){.manager_ctx = &p->marker, .deleter = producer_legacy_deleter};
   p->legacy.dl_tensor.device = device;
@@ -66,16 +68,21 @@ static void exchange_through_tensor_event(int legacy, int wait, int iterations) 
     producer_tensor p;
     make_tensor(&p, cuda0);
     CHECK_SIM(launch_producer(a, &data, i));
-    if (legacy) CHECK_DL(dl_sync_legacy_tensor_record(&p.legacy, sim_view(a, 0)));
-    else CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+    if (legacy)
+      CHECK_DL(dl_sync_legacy_tensor_record(&p.legacy, sim_view(a, 0)));
+    else
+      CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
     assert_int_equal(legacy ? dl_sync_legacy_tensor_has_event(&p.legacy)
-                            : dl_sync_tensor_has_event(&p.versioned), 1);
+                            : dl_sync_tensor_has_event(&p.versioned),
+                     1);
     if (wait && legacy) CHECK_DL(dl_sync_legacy_tensor_wait(&p.legacy, sim_view(b, 0)));
     if (wait && !legacy) CHECK_DL(dl_sync_tensor_wait(&p.versioned, sim_view(b, 0)));
     CHECK_SIM(launch_consumer(b, &data, i));
     /* The consumer is done with the tensor: the deleter may run right away. */
-    if (legacy) p.legacy.deleter(&p.legacy);
-    else p.versioned.deleter(&p.versioned);
+    if (legacy)
+      p.legacy.deleter(&p.legacy);
+    else
+      p.versioned.deleter(&p.versioned);
     assert_int_equal(atomic_load(&p.deleted), 1);
     assert_int_equal(atomic_load(&p.wrong_ctx), 0);
     CHECK_DL(dl_sync_push_dep(sim_view(b, 0), sim_view(a, 0)));
@@ -219,7 +226,8 @@ static void *produce_tensors(void *arg) {
     int status = dl_sync_tensor_record(&p->versioned, sim_view(a, 0));
     if (status == 0) status = dl_sync_tensor_wait(&p->versioned, sim_view(b, 0));
     if (status == 0) status = dl_sync_push_dep(sim_view(b, 0), sim_view(a, 0)); /* exports too */
-    if (status != 0 && t->failures++ == 0) snprintf(t->error, sizeof t->error, "%s", dl_sync_last_error());
+    if (status != 0 && t->failures++ == 0)
+      snprintf(t->error, sizeof t->error, "%s", dl_sync_last_error());
     pthread_mutex_lock(&t->h->lock);
     t->h->queue[t->h->tail++] = p;
     pthread_cond_signal(&t->h->ready);
@@ -232,7 +240,8 @@ static void *delete_tensors(void *arg) {
   thread_arg *t = arg;
   for (;;) {
     pthread_mutex_lock(&t->h->lock);
-    while (t->h->head == t->h->tail && !t->h->producers_done) pthread_cond_wait(&t->h->ready, &t->h->lock);
+    while (t->h->head == t->h->tail && !t->h->producers_done)
+      pthread_cond_wait(&t->h->ready, &t->h->lock);
     producer_tensor *p = t->h->head < t->h->tail ? t->h->queue[t->h->head++] : NULL;
     pthread_mutex_unlock(&t->h->lock);
     if (p == NULL) return NULL;
@@ -276,13 +285,18 @@ static void test_deleters_run_on_foreign_threads_during_exports(void **state) {
 /* Deleters no thread has seen before, each a function of its own (its index kept, so that
    no two fold into one). */
 static volatile int foreign_deleted;
-#define FOREIGN_DELETER(i) \
-  static void foreign_deleter_##i(DLManagedTensorVersioned *t) { (void)t; foreign_deleted = i; }
+#define FOREIGN_DELETER(i)                                       \
+  static void foreign_deleter_##i(DLManagedTensorVersioned *t) { \
+    (void)t;                                                     \
+    foreign_deleted = i;                                         \
+  }
+/* clang-format off */
 FOREIGN_DELETER(0) FOREIGN_DELETER(1) FOREIGN_DELETER(2) FOREIGN_DELETER(3)
 FOREIGN_DELETER(4) FOREIGN_DELETER(5) FOREIGN_DELETER(6) FOREIGN_DELETER(7)
 static void (*const foreign_deleters[])(DLManagedTensorVersioned *) = {
     foreign_deleter_0, foreign_deleter_1, foreign_deleter_2, foreign_deleter_3,
     foreign_deleter_4, foreign_deleter_5, foreign_deleter_6, foreign_deleter_7};
+/* clang-format on */
 enum { FOREIGN = sizeof foreign_deleters / sizeof *foreign_deleters, RECOGNIZERS = 8 };
 
 typedef struct recognizer {
@@ -333,13 +347,15 @@ static void test_bad_input_gets_clear_errors(void **state) {
   make_tensor(&cpu, (DLDevice){kDLCPU, 0});
   assert_int_equal(dl_sync_tensor_record(&cpu.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
   assert_error_mentions("is on cpu:0 but the producer stream is on cuda:0");
-  assert_int_equal(dl_sync_tensor_record(&cpu.versioned, dl_sync_stream_view(cpu.versioned.dl_tensor.device, NULL)),
+  assert_int_equal(dl_sync_tensor_record(&cpu.versioned,
+                                         dl_sync_stream_view(cpu.versioned.dl_tensor.device, NULL)),
                    DL_SYNC_EINVAL);
   assert_error_mentions("which has no streams");
   producer_tensor rocm;
   make_tensor(&rocm, (DLDevice){kDLROCM, 0});
   assert_int_equal(dl_sync_tensor_record(&rocm.versioned, sim_view(NULL, 0)), DL_SYNC_EINVAL);
-  assert_int_equal(dl_sync_tensor_record(&rocm.versioned, dl_sync_stream_view((DLDevice){(DLDeviceType)99, 0}, NULL)),
+  assert_int_equal(dl_sync_tensor_record(
+                       &rocm.versioned, dl_sync_stream_view((DLDevice){(DLDeviceType)99, 0}, NULL)),
                    DL_SYNC_EINVAL);
   assert_error_mentions("unknown device type 99");
 
@@ -378,7 +394,9 @@ static void test_bad_input_gets_clear_errors(void **state) {
   assert_int_equal(pool().outstanding, 0);
 }
 
-static dl_sync_tensor_event_owner *record_of(producer_tensor *p) { return p->versioned.manager_ctx; }
+static dl_sync_tensor_event_owner *record_of(producer_tensor *p) {
+  return p->versioned.manager_ctx;
+}
 
 /* An event dlsync cannot use is an error that says why, never "no event". */
 static void test_event_of_an_unknown_abi_major_is_an_error(void **state) {
@@ -412,8 +430,9 @@ static void test_event_of_another_runtime_family_is_an_error(void **state) {
   record_of(&p)->runtime_family = DL_SYNC_RUNTIME_FAMILY_ROCM;
   assert_int_equal(dl_sync_tensor_has_event(&p.versioned), 1);
   assert_int_equal(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)), DL_SYNC_ENOTSUP);
-  assert_error_mentions("is an event of the ROCm runtime (recorded on device 0); the consumer "
-                        "stream on cuda:0 cannot wait on it");
+  assert_error_mentions(
+      "is an event of the ROCm runtime (recorded on device 0); the consumer "
+      "stream on cuda:0 cannot wait on it");
   record_of(&p)->runtime_family = DL_SYNC_RUNTIME_FAMILY_CUDA;
   CHECK_DL(dl_sync_tensor_wait(&p.versioned, sim_view(NULL, 0)));
   p.versioned.deleter(&p.versioned);
@@ -486,7 +505,8 @@ static void test_owner_record_is_the_public_abi(void **state) {
 
   producer_tensor q;
   make_tensor(&q, (DLDevice){kDLROCM, 1});
-  CHECK_DL(dl_sync_legacy_tensor_record(&q.legacy, dl_sync_stream_view((DLDevice){kDLROCM, 1}, NULL)));
+  CHECK_DL(
+      dl_sync_legacy_tensor_record(&q.legacy, dl_sync_stream_view((DLDevice){kDLROCM, 1}, NULL)));
   const dl_sync_tensor_event_owner *l = q.legacy.manager_ctx;
   assert_ptr_equal(q.legacy.deleter, dl_sync_legacy_tensor_event_deleter_v1);
   assert_ptr_equal(l->legacy_deleter, producer_legacy_deleter);
@@ -505,15 +525,18 @@ static void test_owner_record_is_the_public_abi(void **state) {
 #define EXPORTED DL_SYNC_RECOGNIZED_API
 #endif
 EXPORTED void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor);
-void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor) { (void)tensor; }
+void dl_sync_tensor_event_deleter_v2(DLManagedTensorVersioned *tensor) {
+  (void)tensor;
+}
 
-static void test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor(void **state) {
+static void test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor(
+    void **state) {
   (void)state;
 #ifdef _WIN32
   skip(); /* other copies' deleters are recognized by name through dladdr, absent on Windows */
 #endif
-  DLManagedTensorVersioned t = {.version = {1, 3}, .manager_ctx = (void *)1,
-                                .deleter = dl_sync_tensor_event_deleter_v2};
+  DLManagedTensorVersioned t = {
+      .version = {1, 3}, .manager_ctx = (void *)1, .deleter = dl_sync_tensor_event_deleter_v2};
   t.dl_tensor.device = cuda0;
   assert_int_equal(dl_sync_tensor_has_event(&t), DL_SYNC_ENOTSUP);
   assert_error_mentions("its deleter is of tensor-event ABI major 2");
@@ -534,14 +557,16 @@ static void test_near_misses_of_the_deleter_are_foreign(void **state) {
       DLManagedTensorVersioned t = {.manager_ctx = (void *)1,
                                     .deleter = (deleter_fn)(uintptr_t)(starts[s] + k)};
       t.dl_tensor.device = cuda0;
-      DLManagedTensor l = {.manager_ctx = (void *)1, .deleter = (legacy_fn)(uintptr_t)(starts[s] + k)};
+      DLManagedTensor l = {.manager_ctx = (void *)1,
+                           .deleter = (legacy_fn)(uintptr_t)(starts[s] + k)};
       l.dl_tensor.device = cuda0;
       assert_int_equal(dl_sync_tensor_has_event(&t), 0);
       assert_int_equal(dl_sync_legacy_tensor_has_event(&l), 0);
     }
   }
-  DLManagedTensorVersioned t = {.manager_ctx = (void *)1,
-                                .deleter = (deleter_fn)(uintptr_t)dl_sync_legacy_tensor_event_deleter_v1};
+  DLManagedTensorVersioned t = {
+      .manager_ctx = (void *)1,
+      .deleter = (deleter_fn)(uintptr_t)dl_sync_legacy_tensor_event_deleter_v1};
   t.dl_tensor.device = cuda0;
   assert_int_equal(dl_sync_tensor_has_event(&t), 0);
   t.deleter = (deleter_fn)(uintptr_t)dl_sync_tensor_record;

@@ -218,8 +218,8 @@ typedef struct dl_sync_runtime_info {
  * dl_sync_cudart_backend(), dl_sync_hip_backend(): a runtime) uses. Loads nothing: a
  * backend that has not made its first runtime call reports what is loaded in the process
  * now (a file an override, DL_SYNC_*, names is the one it may open). ENODEV when there is
- * none to use (the message names what was tried and why), ENOTSUP for any other backend, EINVAL for NULL arguments. path stays valid while
- * dlsync is loaded.
+ * none to use (the message names what was tried and why), ENOTSUP for any other backend, EINVAL for
+ * NULL arguments. path stays valid while dlsync is loaded.
  */
 DL_SYNC_API int dl_sync_backend_runtime(const dl_sync_backend *backend, dl_sync_runtime_info *out);
 

@@ -35,9 +35,11 @@
 #endif
 
 #if defined(DLPACK_DLPACK_H_) && !defined(DLPACK_MAJOR_VERSION)
-#error "dlsync needs DLPack 1.0 or newer, but an older dlpack/dlpack.h (0.x, DLPACK_VERSION < 100) was included first; include <dlsync/dlpack.h> instead or upgrade dlpack"
+#error \
+    "dlsync needs DLPack 1.0 or newer, but an older dlpack/dlpack.h (0.x, DLPACK_VERSION < 100) was included first; include <dlsync/dlpack.h> instead or upgrade dlpack"
 #elif defined(DLPACK_DLPACK_H_) && DLPACK_MAJOR_VERSION != 1
-#error "dlsync declares the DLPack 1.x ABI, but a dlpack/dlpack.h of another major version was included first"
+#error \
+    "dlsync declares the DLPack 1.x ABI, but a dlpack/dlpack.h of another major version was included first"
 #endif
 
 #if defined(DLPACK_DLPACK_H_) && !defined(DLPACK_MAJOR_VERSION)
@@ -138,24 +140,24 @@ typedef struct {
 
 /** Scalar kinds of DLDataType.code. */
 typedef enum {
-  kDLInt = 0U,                  /**< signed integer */
-  kDLUInt = 1U,                 /**< unsigned integer */
-  kDLFloat = 2U,                /**< IEEE floating point */
-  kDLOpaqueHandle = 3U,         /**< opaque handle, bits is the pointer size */
-  kDLBfloat = 4U,               /**< bfloat16 */
-  kDLComplex = 5U,              /**< complex, bits is the size of both parts */
-  kDLBool = 6U,                 /**< boolean */
-  kDLFloat8_e3m4 = 7U,          /**< float8 e3m4 */
-  kDLFloat8_e4m3 = 8U,          /**< float8 e4m3 */
-  kDLFloat8_e4m3b11fnuz = 9U,   /**< float8 e4m3 bias 11, finite, unsigned zero */
-  kDLFloat8_e4m3fn = 10U,       /**< float8 e4m3 finite */
-  kDLFloat8_e4m3fnuz = 11U,     /**< float8 e4m3 finite, unsigned zero */
-  kDLFloat8_e5m2 = 12U,         /**< float8 e5m2 */
-  kDLFloat8_e5m2fnuz = 13U,     /**< float8 e5m2 finite, unsigned zero */
-  kDLFloat8_e8m0fnu = 14U,      /**< float8 e8m0, finite, unsigned */
-  kDLFloat6_e2m3fn = 15U,       /**< float6 e2m3 finite */
-  kDLFloat6_e3m2fn = 16U,       /**< float6 e3m2 finite */
-  kDLFloat4_e2m1fn = 17U,       /**< float4 e2m1 finite */
+  kDLInt = 0U,                /**< signed integer */
+  kDLUInt = 1U,               /**< unsigned integer */
+  kDLFloat = 2U,              /**< IEEE floating point */
+  kDLOpaqueHandle = 3U,       /**< opaque handle, bits is the pointer size */
+  kDLBfloat = 4U,             /**< bfloat16 */
+  kDLComplex = 5U,            /**< complex, bits is the size of both parts */
+  kDLBool = 6U,               /**< boolean */
+  kDLFloat8_e3m4 = 7U,        /**< float8 e3m4 */
+  kDLFloat8_e4m3 = 8U,        /**< float8 e4m3 */
+  kDLFloat8_e4m3b11fnuz = 9U, /**< float8 e4m3 bias 11, finite, unsigned zero */
+  kDLFloat8_e4m3fn = 10U,     /**< float8 e4m3 finite */
+  kDLFloat8_e4m3fnuz = 11U,   /**< float8 e4m3 finite, unsigned zero */
+  kDLFloat8_e5m2 = 12U,       /**< float8 e5m2 */
+  kDLFloat8_e5m2fnuz = 13U,   /**< float8 e5m2 finite, unsigned zero */
+  kDLFloat8_e8m0fnu = 14U,    /**< float8 e8m0, finite, unsigned */
+  kDLFloat6_e2m3fn = 15U,     /**< float6 e2m3 finite */
+  kDLFloat6_e3m2fn = 16U,     /**< float6 e3m2 finite */
+  kDLFloat4_e2m1fn = 17U,     /**< float4 e2m1 finite */
 } DLDataTypeCode;
 
 /** An element type: code, bits per lane and lanes per element. */
@@ -178,8 +180,8 @@ typedef struct {
 
 /** The pre-1.0 owning tensor. Keep dl_tensor first and deleter last: the ABI of 0.x. */
 typedef struct DLManagedTensor {
-  DLTensor dl_tensor;                           /**< the view */
-  void *manager_ctx;                            /**< the producer's context */
+  DLTensor dl_tensor;                            /**< the view */
+  void *manager_ctx;                             /**< the producer's context */
   void (*deleter)(struct DLManagedTensor *self); /**< frees it; may be NULL */
 } DLManagedTensor;
 
@@ -196,11 +198,11 @@ typedef struct DLManagedTensor {
  * read the version and call the deleter.
  */
 typedef struct DLManagedTensorVersioned {
-  DLPackVersion version;                                 /**< the producer's ABI version */
-  void *manager_ctx;                                     /**< the producer's context */
+  DLPackVersion version;                                  /**< the producer's ABI version */
+  void *manager_ctx;                                      /**< the producer's context */
   void (*deleter)(struct DLManagedTensorVersioned *self); /**< frees it; may be NULL */
-  uint64_t flags;                                        /**< DLPACK_FLAG_BITMASK_* */
-  DLTensor dl_tensor;                                    /**< the view */
+  uint64_t flags;                                         /**< DLPACK_FLAG_BITMASK_* */
+  DLTensor dl_tensor;                                     /**< the view */
 } DLManagedTensorVersioned;
 
 #ifdef __cplusplus
@@ -296,12 +298,13 @@ DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPIHeader, prev_api) == 8, "prev_api at 8
 DL_SYNC_ABI_PIN(sizeof(DLPackExchangeAPI) == 56, "sizeof(DLPackExchangeAPI) == 56");
 DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_allocator) == 16, "allocator at 16");
 DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24,
-             "from_py_object at 24");
+                "from_py_object at 24");
 DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32,
-             "to_py_object at 32");
+                "to_py_object at 32");
 DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40,
-             "dltensor_from_py_object at 40");
-DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, current_work_stream) == 48, "current_work_stream at 48");
+                "dltensor_from_py_object at 40");
+DL_SYNC_ABI_PIN(offsetof(DLPackExchangeAPI, current_work_stream) == 48,
+                "current_work_stream at 48");
 #endif
 #undef DL_SYNC_ABI_PIN
 

@@ -37,7 +37,7 @@ extern "C" {
 
 /** What dl_sync_tensor_release did (its non-negative results). */
 #define DL_SYNC_RELEASED_NOW 0     /**< nothing was pending: the deleter ran */
-#define DL_SYNC_RELEASED_ORDERED 1 /**< the reuse stream waits for the consumer: the deleter ran */
+#define DL_SYNC_RELEASED_ORDERED 1 /**< the reuse stream waits for the consumer; deleter ran */
 #define DL_SYNC_RELEASE_DEFERRED 2 /**< the deleter runs once the consumer's work completed */
 #define DL_SYNC_RELEASE_GRAPH 3    /**< the deleter runs once the capturing graph is gone */
 

@@ -82,7 +82,7 @@ DL_SYNC_API int dl_sync_sim_get_device(int32_t *device);
 DL_SYNC_API int dl_sync_sim_set_device(int32_t device);
 
 /* Streams. */
-#define DL_SYNC_SIM_STREAM_DEFAULT 0     /**< blocking: synchronizes with the legacy stream */
+#define DL_SYNC_SIM_STREAM_DEFAULT 0      /**< blocking: synchronizes with the legacy stream */
 #define DL_SYNC_SIM_STREAM_NON_BLOCKING 1 /**< does not synchronize with the legacy stream */
 /** Creates a stream on the current device. */
 DL_SYNC_API int dl_sync_sim_stream_create(dl_sync_sim_stream **stream, unsigned flags);
@@ -121,8 +121,8 @@ DL_SYNC_API int dl_sync_sim_event_create(dl_sync_sim_event **event);
 DL_SYNC_API int dl_sync_sim_event_destroy(dl_sync_sim_event *event);
 DL_SYNC_API int dl_sync_sim_event_record(dl_sync_sim_event *event, dl_sync_sim_stream *stream,
                                          unsigned flags);
-DL_SYNC_API int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream,
-                                              dl_sync_sim_event *event, unsigned flags);
+DL_SYNC_API int dl_sync_sim_stream_wait_event(dl_sync_sim_stream *stream, dl_sync_sim_event *event,
+                                              unsigned flags);
 /** DL_SYNC_SIM_SUCCESS when the last record completed (or none was made); the calling
     thread is then ordered after the recorded work, as after a synchronization. Else
     DL_SYNC_SIM_ERROR_NOT_READY. A potentially unsafe call during a capture (see

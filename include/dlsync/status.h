@@ -17,12 +17,12 @@ extern "C" {
 #endif
 
 /* XX(name, value, default message, Python exception kind) */
-#define DL_SYNC_STATUS_MAP(XX)                                                     \
-  XX(EINVAL, -1, "invalid argument", "ValueError")                                 \
-  XX(ENOTSUP, -2, "not supported for this device or runtime", "BufferError")       \
-  XX(ENODEV, -3, "no device or no runtime answers", "BufferError")                 \
+#define DL_SYNC_STATUS_MAP(XX)                                                      \
+  XX(EINVAL, -1, "invalid argument", "ValueError")                                  \
+  XX(ENOTSUP, -2, "not supported for this device or runtime", "BufferError")        \
+  XX(ENODEV, -3, "no device or no runtime answers", "BufferError")                  \
   XX(ECAPTURE, -4, "not allowed in the current graph-capture state", "BufferError") \
-  XX(ENOMEM, -5, "out of memory", "MemoryError")                                   \
+  XX(ENOMEM, -5, "out of memory", "MemoryError")                                    \
   XX(EBACKEND, -6, "the device runtime reported an error", "RuntimeError")
 
 enum {

@@ -49,7 +49,8 @@ DL_SYNC_API int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_
  * event-wait node, and the captured graph keeps the event alive (through the owner
  * copy's retain / release) after the tensor is gone. The stream is borrowed for the call.
  */
-DL_SYNC_API int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
+DL_SYNC_API int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor,
+                                    dl_sync_stream consumer);
 
 /** Blocks the host until the tensor's event completed (no-op without one; the errors of
     dl_sync_tensor_has_event for an event this copy cannot use). */

@@ -99,7 +99,7 @@ typedef struct dl_sync_tensor_event_owner {
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu && !defined(__cplusplus)
-#define DL_SYNC_ABI_PIN(field, at)                                     \
+#define DL_SYNC_ABI_PIN(field, at)                                  \
   _Static_assert(offsetof(dl_sync_tensor_event_owner, field) == at, \
                  "owner record: " #field " at " #at)
 DL_SYNC_ABI_PIN(magic, 0);

@@ -277,8 +277,11 @@ static PyObject *sim_tensor(PyObject *module, PyObject *args) {
   DLDevice device = {kDLCUDA, 0};
   p->shape[0] = (int64_t)p->view.len;
   p->tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = pool_tensor_deleter};
-  p->tensor.dl_tensor = (DLTensor){.data = p->view.buf, .device = device, .ndim = 1,
-                                   .dtype = {kDLUInt, 8, 1}, .shape = p->shape};
+  p->tensor.dl_tensor = (DLTensor){.data = p->view.buf,
+                                   .device = device,
+                                   .ndim = 1,
+                                   .dtype = {kDLUInt, 8, 1},
+                                   .shape = p->shape};
   Py_INCREF(on_delete);
   p->on_delete = on_delete;
   int status = DL_SYNC_OK;

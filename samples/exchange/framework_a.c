@@ -74,8 +74,7 @@ void fa_tensor_release(fa_tensor *t) {
     free(free_block);
     free_block = t->data;
     free_block_count = (size_t)t->shape[0];
-    printf("  A  frees block %p on A.work: its pool hands it out again at once\n",
-           (void *)t->data);
+    printf("  A  frees block %p on A.work: its pool hands it out again at once\n", (void *)t->data);
   } else {
     free(t->data);
   }
@@ -117,8 +116,8 @@ static DLManagedTensorVersioned *wrap(fa_tensor *t) {
   m->version = (DLPackVersion){1, 3};
   m->manager_ctx = t;
   m->deleter = managed_deleter;
-  m->dl_tensor = (DLTensor){.data = t->data, .device = device, .ndim = 1,
-                            .dtype = {kDLInt, 32, 1}, .shape = t->shape};
+  m->dl_tensor = (DLTensor){
+      .data = t->data, .device = device, .ndim = 1, .dtype = {kDLInt, 32, 1}, .shape = t->shape};
   return m;
 }
 
@@ -143,7 +142,9 @@ static const DLPackExchangeAPI exchange_api = {
     .current_work_stream = current_work_stream,
 };
 
-const DLPackExchangeAPI *fa_exchange_api(void) { return &exchange_api; }
+const DLPackExchangeAPI *fa_exchange_api(void) {
+  return &exchange_api;
+}
 
 int fa_dlpack(fa_tensor *t, dl_sync_stream_arg stream, DLManagedTensorVersioned **out) {
   if (sync_enabled) {

@@ -29,7 +29,8 @@ const DLPackExchangeAPI *fa_exchange_api(void);
    tensor. */
 int fa_dlpack(fa_tensor *tensor, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
 /* fa_dlpack, naming A.work (where A's pool reuses the block) as the tensor's reuse stream. */
-int fa_dlpack_reusable(fa_tensor *tensor, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
+int fa_dlpack_reusable(fa_tensor *tensor, dl_sync_stream_arg stream,
+                       DLManagedTensorVersioned **out);
 /* The N1 path: an owning tensor that carries an event recorded on A's stream. */
 int fa_dlpack_with_event(fa_tensor *tensor, DLManagedTensorVersioned **out);
 

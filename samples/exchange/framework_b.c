@@ -42,7 +42,8 @@ typedef struct check_job {
 static void check_kernel(void *arg) {
   check_job *job = arg;
   for (int64_t i = 0; i < job->count; i++)
-    if (__atomic_load_n(&job->data[i], __ATOMIC_RELAXED) != job->expected + (int32_t)i) (*job->wrong)++;
+    if (__atomic_load_n(&job->data[i], __ATOMIC_RELAXED) != job->expected + (int32_t)i)
+      (*job->wrong)++;
   free(job);
 }
 
@@ -60,8 +61,10 @@ int fb_check_on_producer_stream(const DLPackExchangeAPI *api, void *object, int3
   dl_sync_stream producer;
   int status = dl_sync_stream_from_exchange_api(api, device, &producer);
   if (status != DL_SYNC_OK) return status;
-  printf("  B  asks A's exchange table for its current work stream: %s (N0: same stream, no "
-         "synchronization needed)\n", stream_name(producer.handle));
+  printf(
+      "  B  asks A's exchange table for its current work stream: %s (N0: same stream, no "
+      "synchronization needed)\n",
+      stream_name(producer.handle));
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync(object, &m) != 0) return DL_SYNC_EBACKEND;
   status = launch_check(producer.handle, &m->dl_tensor, expected, &seen_wrong_on_producer_stream);
@@ -98,8 +101,9 @@ int fb_check_then_release(fb_dlpack_fn dlpack, void *object, int32_t expected) {
     m->deleter(m);
     return DL_SYNC_OK;
   }
-  printf("  B  is done with the tensor and releases it after its work on B.main "
-         "(dl_sync_tensor_release)\n");
+  printf(
+      "  B  is done with the tensor and releases it after its work on B.main "
+      "(dl_sync_tensor_release)\n");
   status = dl_sync_tensor_release(m, b_main);
   return status < 0 ? status : DL_SYNC_OK;
 }
@@ -144,17 +148,20 @@ int fb_check_three_with_group(const DLPackExchangeAPI *api, void *objects[3],
   int status = dl_sync_group_init(&group, dl_sync_stream_view(device, main_stream));
   DLManagedTensorVersioned *m[3] = {NULL, NULL, NULL};
   for (int t = 0; t < 3 && status == DL_SYNC_OK; t++) {
-    if (api->managed_tensor_from_py_object_no_sync(objects[t], &m[t]) != 0) status = DL_SYNC_EBACKEND;
+    if (api->managed_tensor_from_py_object_no_sync(objects[t], &m[t]) != 0)
+      status = DL_SYNC_EBACKEND;
     /* The table is asked for its current work stream once, not once per tensor. */
     if (status == DL_SYNC_OK && sync_enabled)
       status = dl_sync_group_add_exchange_api(&group, api, device);
   }
   if (status == DL_SYNC_OK && sync_enabled) {
-    printf("  B  orders A's stream before B.main once for the three tensors (dl_sync_group_wait;\n"
-           "     one export per tensor would make 3 records, 3 waits and 6 capture queries)\n");
+    printf(
+        "  B  orders A's stream before B.main once for the three tensors (dl_sync_group_wait;\n"
+        "     one export per tensor would make 3 records, 3 waits and 6 capture queries)\n");
     status = dl_sync_group_wait(&group);
   }
-  if (status == DL_SYNC_OK && launch_check3(main_stream, m, expected) != 0) status = DL_SYNC_EBACKEND;
+  if (status == DL_SYNC_OK && launch_check3(main_stream, m, expected) != 0)
+    status = DL_SYNC_EBACKEND;
   for (int t = 0; t < 3; t++)
     if (m[t] != NULL) m[t]->deleter(m[t]);
   return status;
@@ -177,7 +184,8 @@ static void *check_later(void *arg) {
     job->status = dl_sync_tensor_wait(job->tensor, dl_sync_stream_view(device, side_stream));
   }
   if (job->status == DL_SYNC_OK)
-    job->status = launch_check(side_stream, &job->tensor->dl_tensor, job->expected, &seen_wrong_on_side);
+    job->status =
+        launch_check(side_stream, &job->tensor->dl_tensor, job->expected, &seen_wrong_on_side);
   job->tensor->deleter(job->tensor); /* the deleter runs on this thread */
   if (job->status != DL_SYNC_OK) fprintf(stderr, "B: %s\n", dl_sync_last_error());
   dl_sync_sim_host_release(job->handoff);
@@ -206,7 +214,8 @@ int fb_check_later_on_another_thread(DLManagedTensorVersioned *tensor, int32_t e
 
 int64_t fb_finish(void) {
   dl_sync_sim_device_synchronize();
-  const int64_t *counters[] = {&seen_wrong_on_producer_stream, &seen_wrong_on_main, &seen_wrong_on_side};
+  const int64_t *counters[] = {&seen_wrong_on_producer_stream, &seen_wrong_on_main,
+                               &seen_wrong_on_side};
   int64_t wrong = 0;
   for (int i = 0; i < 3; i++) {
     dl_sync_sim_host_access("B reads its counters", counters[i], DL_SYNC_SIM_READ);

@@ -9,7 +9,8 @@
 #include <dlsync/sim.h>
 
 /* A producer's __dlpack__: returns an owning tensor made safe for the stream argument. */
-typedef int (*fb_dlpack_fn)(void *object, dl_sync_stream_arg stream, DLManagedTensorVersioned **out);
+typedef int (*fb_dlpack_fn)(void *object, dl_sync_stream_arg stream,
+                            DLManagedTensorVersioned **out);
 
 int fb_init(int sync);
 void fb_shutdown(void);

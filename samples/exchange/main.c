@@ -62,7 +62,8 @@ static int parse(int argc, char **argv, options *o) {
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return 1;
     if (strcmp(arg, "--no-sync") == 0) {
       o->sync = 0;
-    } else if (strcmp(arg, "--rounds") == 0 && value && !parse_long(value, 1, MAX_ROUNDS, &number)) {
+    } else if (strcmp(arg, "--rounds") == 0 && value &&
+               !parse_long(value, 1, MAX_ROUNDS, &number)) {
       o->rounds = number;
       i++;
     } else if (strcmp(arg, "--seed") == 0 && value && !parse_long(value, 0, 1L << 30, &number)) {
@@ -101,7 +102,8 @@ static int step(const char *title, int status, long *calls_before) {
     fprintf(stderr, "%s failed: %s\n", title, dl_sync_last_error());
     return -1;
   }
-  printf("       (%ld runtime call%s by dlsync)\n", now - *calls_before, now - *calls_before == 1 ? "" : "s");
+  printf("       (%ld runtime call%s by dlsync)\n", now - *calls_before,
+         now - *calls_before == 1 ? "" : "s");
   *calls_before = now;
   return 0;
 }
@@ -135,8 +137,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cannot create the simulated streams\n");
     return 1;
   }
-  printf("dlsync exchange demo: A produces, B consumes; simulated device, CUDA conventions, "
-         "%s\n", o.sync ? "with dlsync" : "WITHOUT dlsync (--no-sync)");
+  printf(
+      "dlsync exchange demo: A produces, B consumes; simulated device, CUDA conventions, "
+      "%s\n",
+      o.sync ? "with dlsync" : "WITHOUT dlsync (--no-sync)");
   print_runtimes();
   printf("\n");
 
@@ -147,11 +151,14 @@ int main(int argc, char **argv) {
     int32_t base = (int32_t)(round * 3000);
     printf("round %ld, N0: B runs on A's current work stream\n", round + 1);
     fa_tensor *t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
-    failed |= fa_fill(t, base + 1) || step("N0", fb_check_on_producer_stream(fa_exchange_api(), t, base + 1), &calls);
+    failed |= fa_fill(t, base + 1) ||
+              step("N0", fb_check_on_producer_stream(fa_exchange_api(), t, base + 1), &calls);
 
     printf("round %ld, stream argument: B asks A to make the data ready on B.main\n", round + 1);
     t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
-    failed |= fa_fill(t, base + 1001) || step("stream argument", fb_check_with_stream_argument(dlpack_of_a, t, base + 1001), &calls);
+    failed |=
+        fa_fill(t, base + 1001) ||
+        step("stream argument", fb_check_with_stream_argument(dlpack_of_a, t, base + 1001), &calls);
 
     printf("round %ld, group: B reads three tensors of A in one kernel on B.main\n", round + 1);
     void *three[3];
@@ -161,10 +168,13 @@ int main(int argc, char **argv) {
       values[i] = base + 1501 + 100 * i;
       failed |= fa_fill(three[i], values[i]);
     }
-    failed |= failed || step("group", fb_check_three_with_group(fa_exchange_api(), three, values), &calls);
+    failed |= failed ||
+              step("group", fb_check_three_with_group(fa_exchange_api(), three, values), &calls);
 
-    printf("round %ld, release: B is done with a tensor while its kernel still reads it, and "
-           "A's pool reuses the block at once\n", round + 1);
+    printf(
+        "round %ld, release: B is done with a tensor while its kernel still reads it, and "
+        "A's pool reuses the block at once\n",
+        round + 1);
     fa_tensor *r = fa_pooled_tensor_new(TENSOR_ELEMENTS);
     failed |= fa_fill(r, base + 2501) ||
               step("release", fb_check_then_release(reusable_dlpack_of_a, r, base + 2501), &calls);
@@ -172,7 +182,8 @@ int main(int argc, char **argv) {
     t = tensors[count++] = fa_pooled_tensor_new(TENSOR_ELEMENTS);
     failed |= fa_fill(t, base + 2601);
 
-    printf("round %ld, N1: the tensor carries an event, B waits on it later on another thread\n", round + 1);
+    printf("round %ld, N1: the tensor carries an event, B waits on it later on another thread\n",
+           round + 1);
     t = tensors[count++] = fa_tensor_new(TENSOR_ELEMENTS);
     DLManagedTensorVersioned *m = NULL;
     failed |= fa_fill(t, base + 2001) || fa_dlpack_with_event(t, &m) != DL_SYNC_OK ||
@@ -182,9 +193,10 @@ int main(int argc, char **argv) {
   int64_t wrong = fb_finish();
   char report[2048];
   uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  printf("runtime calls by dlsync: %ld records, %ld waits, %ld capture queries, %ld event creations\n",
-         tracing_calls(DL_SYNC_OP_EVENT_RECORD), tracing_calls(DL_SYNC_OP_STREAM_WAIT),
-         tracing_calls(DL_SYNC_OP_CAPTURE_INFO), tracing_calls(DL_SYNC_OP_EVENT_CREATE));
+  printf(
+      "runtime calls by dlsync: %ld records, %ld waits, %ld capture queries, %ld event creations\n",
+      tracing_calls(DL_SYNC_OP_EVENT_RECORD), tracing_calls(DL_SYNC_OP_STREAM_WAIT),
+      tracing_calls(DL_SYNC_OP_CAPTURE_INFO), tracing_calls(DL_SYNC_OP_EVENT_CREATE));
   printf("race checker: %llu race%s\n%s", (unsigned long long)races, races == 1 ? "" : "s", report);
   printf("values: %lld wrong element%s seen by B\n", (long long)wrong, wrong == 1 ? "" : "s");
   int ok = !failed && races == 0 && wrong == 0;

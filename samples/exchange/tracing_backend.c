@@ -10,9 +10,13 @@ static const dl_sync_backend *inner;
 static dl_sync_backend tracer;
 static atomic_long calls[DL_SYNC_OP_COUNT];
 
-long tracing_calls(dl_sync_op op) { return atomic_load(&calls[op]); }
+long tracing_calls(dl_sync_op op) {
+  return atomic_load(&calls[op]);
+}
 
-static void count(dl_sync_op op) { atomic_fetch_add(&calls[op], 1); }
+static void count(dl_sync_op op) {
+  atomic_fetch_add(&calls[op], 1);
+}
 
 static int get_device(void *ctx, int32_t *device) {
   (void)ctx;

@@ -12,8 +12,7 @@
 
 /* A tensor: either memory it allocated, or a DLPack tensor it imported and must delete. */
 typedef struct {
-  PyObject_HEAD
-  DLTensor view;
+  PyObject_HEAD DLTensor view;
   int64_t shape[8], strides[8];
   void *owned_memory;                  /* allocated by us, or NULL */
   DLManagedTensorVersioned *versioned; /* imported, deleted exactly once in dealloc */
@@ -77,7 +76,8 @@ static DLManagedTensorVersioned *new_versioned(Tensor *self) {
     return NULL;
   }
   *m = (DLManagedTensorVersioned){.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
-                                  .manager_ctx = ctx, .deleter = versioned_deleter,
+                                  .manager_ctx = ctx,
+                                  .deleter = versioned_deleter,
                                   .dl_tensor = export_view(self, ctx)};
   return m;
 }
@@ -89,7 +89,8 @@ static DLManagedTensor *new_legacy(Tensor *self) {
     if (ctx != NULL) release_owner(ctx);
     return NULL;
   }
-  *m = (DLManagedTensor){.dl_tensor = export_view(self, ctx), .manager_ctx = ctx, .deleter = legacy_deleter};
+  *m = (DLManagedTensor){
+      .dl_tensor = export_view(self, ctx), .manager_ctx = ctx, .deleter = legacy_deleter};
   return m;
 }
 
@@ -125,15 +126,17 @@ static PyObject *Tensor_dlpack(Tensor *self, PyObject *args, PyObject *kwargs) {
                                    &max_version, &dl_device, &copy))
     return NULL;
   if (copy == Py_True) {
-    PyErr_SetString(PyExc_BufferError, "__dlpack__: copy=True is not supported; the data is exported in place");
+    PyErr_SetString(PyExc_BufferError,
+                    "__dlpack__: copy=True is not supported; the data is exported in place");
     return NULL;
   }
   if (dl_device != Py_None) {
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
     if (type != (int)self->view.device.device_type || id != self->view.device.device_id) {
-      PyErr_Format(PyExc_BufferError, "__dlpack__: dl_device=(%d, %d) but the tensor is on (%d, %d)",
-                   type, id, (int)self->view.device.device_type, (int)self->view.device.device_id);
+      PyErr_Format(PyExc_BufferError,
+                   "__dlpack__: dl_device=(%d, %d) but the tensor is on (%d, %d)", type, id,
+                   (int)self->view.device.device_type, (int)self->view.device.device_id);
       return NULL;
     }
   }
@@ -161,16 +164,20 @@ static PyObject *Tensor_dlpack(Tensor *self, PyObject *args, PyObject *kwargs) {
 
 static PyObject *Tensor_dlpack_device(Tensor *self, PyObject *unused) {
   (void)unused;
-  return Py_BuildValue("(ii)", (int)self->view.device.device_type, (int)self->view.device.device_id);
+  return Py_BuildValue("(ii)", (int)self->view.device.device_type,
+                       (int)self->view.device.device_id);
 }
 
 /* --- import ------------------------------------------------------------------------ */
 
-static Tensor *tensor_alloc(void) { return (Tensor *)TensorType.tp_alloc(&TensorType, 0); }
+static Tensor *tensor_alloc(void) {
+  return (Tensor *)TensorType.tp_alloc(&TensorType, 0);
+}
 
 static int adopt_view(Tensor *t, const DLTensor *view) {
   if (view->ndim < 0 || view->ndim > 8) {
-    PyErr_Format(PyExc_BufferError, "from_dlpack: ndim %d: this sample supports 0 to 8", (int)view->ndim);
+    PyErr_Format(PyExc_BufferError, "from_dlpack: ndim %d: this sample supports 0 to 8",
+                 (int)view->ndim);
     return -1;
   }
   t->view = *view;
@@ -199,7 +206,8 @@ static PyObject *from_capsule(PyObject *module, PyObject *capsule) {
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
     if (m->version.major != DLPACK_MAJOR_VERSION) {
       Py_DECREF(t);
-      PyErr_Format(PyExc_BufferError, "from_dlpack: DLPack major version %u is not supported (expected 1)",
+      PyErr_Format(PyExc_BufferError,
+                   "from_dlpack: DLPack major version %u is not supported (expected 1)",
                    (unsigned)m->version.major);
       return NULL;
     }
@@ -227,8 +235,10 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream, int with_max_versi
   PyObject *kwargs = PyDict_New();
   PyObject *result = NULL;
   if (kwargs != NULL && PyDict_SetItemString(kwargs, "stream", stream) == 0) {
-    PyObject *version = with_max_version ? Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) : NULL;
-    if (!with_max_version || (version != NULL && PyDict_SetItemString(kwargs, "max_version", version) == 0)) {
+    PyObject *version =
+        with_max_version ? Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) : NULL;
+    if (!with_max_version ||
+        (version != NULL && PyDict_SetItemString(kwargs, "max_version", version) == 0)) {
       PyObject *empty = PyTuple_New(0);
       if (empty != NULL) result = PyObject_Call(method, empty, kwargs);
       Py_XDECREF(empty);
@@ -251,7 +261,8 @@ static PyObject *from_dlpack(PyObject *module, PyObject *obj) {
   if (!parsed) return NULL;
   dl_sync_stream_arg arg;
   /* This consumer works on the default stream of its device (CPU: none). */
-  int status = dl_sync_stream_to_arg(dl_sync_stream_view((DLDevice){(DLDeviceType)type, id}, NULL), &arg);
+  int status =
+      dl_sync_stream_to_arg(dl_sync_stream_view((DLDevice){(DLDeviceType)type, id}, NULL), &arg);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   PyObject *stream = arg.is_none ? Py_NewRef(Py_None) : PyLong_FromLongLong(arg.value);
   if (stream == NULL) return NULL;
@@ -273,9 +284,11 @@ static const struct {
   const char *name;
   DLDataType dtype;
 } dtypes[] = {
-    {"bool", {kDLBool, 8, 1}},        {"int8", {kDLInt, 8, 1}},       {"uint8", {kDLUInt, 8, 1}},
-    {"int32", {kDLInt, 32, 1}},       {"int64", {kDLInt, 64, 1}},     {"float16", {kDLFloat, 16, 1}},
-    {"float32", {kDLFloat, 32, 1}},   {"float64", {kDLFloat, 64, 1}}, {"complex64", {kDLComplex, 64, 1}},
+    {"bool", {kDLBool, 8, 1}},          {"int8", {kDLInt, 8, 1}},
+    {"uint8", {kDLUInt, 8, 1}},         {"int32", {kDLInt, 32, 1}},
+    {"int64", {kDLInt, 64, 1}},         {"float16", {kDLFloat, 16, 1}},
+    {"float32", {kDLFloat, 32, 1}},     {"float64", {kDLFloat, 64, 1}},
+    {"complex64", {kDLComplex, 64, 1}},
 };
 
 /* Tensor(count, dtype): a zero-filled 1-D CPU tensor of our own. */
@@ -287,8 +300,10 @@ static int Tensor_init(Tensor *self, PyObject *args, PyObject *kwargs) {
   size_t i = 0;
   while (i < sizeof dtypes / sizeof dtypes[0] && strcmp(dtypes[i].name, dtype) != 0) i++;
   if (i == sizeof dtypes / sizeof dtypes[0] || count < 0) {
-    PyErr_Format(PyExc_ValueError, "Tensor(%zd, %s): expected a count >= 0 and one of bool, int8, "
-                 "uint8, int32, int64, float16, float32, float64, complex64", count, dtype);
+    PyErr_Format(PyExc_ValueError,
+                 "Tensor(%zd, %s): expected a count >= 0 and one of bool, int8, "
+                 "uint8, int32, int64, float16, float32, float64, complex64",
+                 count, dtype);
     return -1;
   }
   self->owned_memory = PyMem_RawCalloc((size_t)count ? (size_t)count : 1, dtypes[i].dtype.bits / 8);
@@ -297,13 +312,17 @@ static int Tensor_init(Tensor *self, PyObject *args, PyObject *kwargs) {
     return -1;
   }
   self->shape[0] = count;
-  self->view = (DLTensor){.data = self->owned_memory, .device = {kDLCPU, 0}, .ndim = 1,
-                          .dtype = dtypes[i].dtype, .shape = self->shape};
+  self->view = (DLTensor){.data = self->owned_memory,
+                          .device = {kDLCPU, 0},
+                          .ndim = 1,
+                          .dtype = dtypes[i].dtype,
+                          .shape = self->shape};
   return 0;
 }
 
 static void Tensor_dealloc(Tensor *self) {
-  if (self->versioned != NULL && self->versioned->deleter != NULL) self->versioned->deleter(self->versioned);
+  if (self->versioned != NULL && self->versioned->deleter != NULL)
+    self->versioned->deleter(self->versioned);
   if (self->legacy != NULL && self->legacy->deleter != NULL) self->legacy->deleter(self->legacy);
   PyMem_RawFree(self->owned_memory);
   Py_TYPE(self)->tp_free((PyObject *)self);
@@ -311,7 +330,8 @@ static void Tensor_dealloc(Tensor *self) {
 
 static PyObject *tuple_of(const int64_t *values, int n) {
   PyObject *tuple = PyTuple_New(n);
-  for (int i = 0; tuple != NULL && i < n; i++) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(values[i]));
+  for (int i = 0; tuple != NULL && i < n; i++)
+    PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(values[i]));
   return tuple;
 }
 
@@ -328,7 +348,8 @@ static PyObject *Tensor_get_strides(Tensor *self, void *closure) {
 
 static PyObject *Tensor_get_dtype(Tensor *self, void *closure) {
   (void)closure;
-  return Py_BuildValue("(iii)", self->view.dtype.code, self->view.dtype.bits, self->view.dtype.lanes);
+  return Py_BuildValue("(iii)", self->view.dtype.code, self->view.dtype.bits,
+                       self->view.dtype.lanes);
 }
 
 static PyObject *Tensor_get_data_ptr(Tensor *self, void *closure) {
@@ -347,7 +368,8 @@ static PyGetSetDef Tensor_getset[] = {
 static PyMethodDef Tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))Tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)"},
-    {"__dlpack_device__", (PyCFunction)Tensor_dlpack_device, METH_NOARGS, "(device_type, device_id)"},
+    {"__dlpack_device__", (PyCFunction)Tensor_dlpack_device, METH_NOARGS,
+     "(device_type, device_id)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -415,15 +437,22 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "dlsync_py",
-                                        "DLPack exchange with dlsync's stream handling.", -1,
-                                        module_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                                        "dlsync_py",
+                                        "DLPack exchange with dlsync's stream handling.",
+                                        -1,
+                                        module_methods,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL};
 
 PyMODINIT_FUNC PyInit_dlsync_py(void);
 PyMODINIT_FUNC PyInit_dlsync_py(void) {
   if (PyType_Ready(&TensorType) < 0) return NULL;
   PyObject *api = PyCapsule_New(&exchange_api, "dlpack_exchange_api", NULL);
-  if (api == NULL || PyDict_SetItemString(TensorType.tp_dict, "__dlpack_c_exchange_api__", api) < 0) {
+  if (api == NULL ||
+      PyDict_SetItemString(TensorType.tp_dict, "__dlpack_c_exchange_api__", api) < 0) {
     Py_XDECREF(api);
     return NULL;
   }

@@ -221,7 +221,7 @@ static int hip_error_status(void *ctx, int code) {
       return DL_SYNC_ENODEV;
     case hipErrorInvalidDevice:
       return !dl_sync__runtime_find(&runtime, 0) || no_device_answers() ? DL_SYNC_ENODEV
-                                                                         : DL_SYNC_EBACKEND;
+                                                                        : DL_SYNC_EBACKEND;
     case hipErrorOutOfMemory:
       return DL_SYNC_ENOMEM;
     default:
@@ -234,7 +234,7 @@ static int hip_error_status(void *ctx, int code) {
 static int hip_available(void *ctx, dl_sync_op op) {
   (void)ctx;
   if (!dl_sync__runtime_find(&runtime, 0)) return 0;
-  return op == DL_SYNC_OP_GRAPH_RETAIN ? api.user_objects
+  return op == DL_SYNC_OP_GRAPH_RETAIN           ? api.user_objects
          : op == DL_SYNC_OP_STREAM_WAIT_EXTERNAL ? api.external_waits
                                                  : 1;
 }

@@ -13,7 +13,6 @@
 
 #include "../internal.h"
 
-
 enum { DL_SYNC__RUNTIME_UNFOUND, DL_SYNC__RUNTIME_READY, DL_SYNC__RUNTIME_REJECTED };
 
 typedef struct dl_sync__runtime dl_sync__runtime;
@@ -33,8 +32,8 @@ struct dl_sync__runtime {
   void *(*lookup)(void *user, const char *name); /* bound by the caller */
   void *user;
   char path[4096]; /* the file used */
-  int version;    /* as the library reports it */
-  char why[1024]; /* unless READY: what was tried and why it did not do */
+  int version;     /* as the library reports it */
+  char why[1024];  /* unless READY: what was tried and why it did not do */
 };
 
 /* 1 when rt is ready, looking for it first unless it was found (or rejected) before.

@@ -104,7 +104,8 @@ static const char *sim_error_string(void *ctx, int code) {
 static int sim_error_status(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION) return DL_SYNC_ENOMEM;
-  if (code >= DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED && code <= DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD)
+  if (code >= DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED &&
+      code <= DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD)
     return DL_SYNC_ECAPTURE;
   return DL_SYNC_EBACKEND;
 }
@@ -146,4 +147,6 @@ static const dl_sync_backend sim_backend = {
     .error_status = sim_error_status,
 };
 
-const dl_sync_backend *dl_sync_sim_backend(void) { return &sim_backend; }
+const dl_sync_backend *dl_sync_sim_backend(void) {
+  return &sim_backend;
+}

@@ -87,8 +87,8 @@ int dl_sync_sim_stream_begin_capture(dl_sync_sim_stream *stream, int mode) {
     return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
-  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
-              : s->is_legacy ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
+  int error = s == NULL            ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+              : s->is_legacy       ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED
               : s->capture != NULL ? DL_SYNC_SIM_ERROR_INVALID_VALUE
                                    : DL_SYNC_SIM_SUCCESS;
   sim_capture *c = error == DL_SYNC_SIM_SUCCESS ? calloc(1, sizeof *c) : NULL;
@@ -252,7 +252,7 @@ int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream, dl_sync_sim_graph
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   sim_capture *c = s != NULL ? s->capture : NULL;
-  int error = s == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
+  int error = s == NULL                     ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
               : c == NULL || c->origin != s ? DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED
               : c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && !own_capture(c)
                   ? DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD
@@ -298,7 +298,7 @@ int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status,
   if (s != NULL && s->is_legacy) error = dl_sync__sim_check_legacy_use(s->device, 0);
   if (error == DL_SYNC_SIM_SUCCESS) {
     sim_capture *c = s->capture;
-    *status = c == NULL ? DL_SYNC_CAPTURE_NONE
+    *status = c == NULL        ? DL_SYNC_CAPTURE_NONE
               : c->invalidated ? DL_SYNC_CAPTURE_INVALIDATED
                                : DL_SYNC_CAPTURE_ACTIVE;
     if (id != NULL) *id = c != NULL ? c->id : 0;
@@ -382,7 +382,8 @@ static dl_sync_sim_graph *graph_copy(const dl_sync_sim_graph *graph) {
     to->accesses = from->access_count ? malloc(from->access_count * sizeof *to->accesses) : NULL;
     ok = (from->access_count == 0 || to->accesses != NULL) &&
          !dl_sync__sim_nodes_copy(&to->deps, &from->deps);
-    if (to->accesses) memcpy(to->accesses, from->accesses, from->access_count * sizeof *to->accesses);
+    if (to->accesses)
+      memcpy(to->accesses, from->accesses, from->access_count * sizeof *to->accesses);
     copy->node_count = i + 1;
   }
   if (!ok) {
@@ -403,7 +404,7 @@ int dl_sync_sim_graph_instantiate(dl_sync_sim_graph_exec **exec, dl_sync_sim_gra
   if (exec == NULL) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&dl_sync__sim.lock);
   int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
-                                                              : DL_SYNC_SIM_SUCCESS;
+                                                               : DL_SYNC_SIM_SUCCESS;
   dl_sync_sim_graph_exec *e = error ? NULL : calloc(1, sizeof *e);
   if (e != NULL) e->graph = graph_copy(graph);
   if (error == DL_SYNC_SIM_SUCCESS && (e == NULL || e->graph == NULL)) {
@@ -489,8 +490,10 @@ int dl_sync_sim_graph_launch(dl_sync_sim_graph_exec *exec, dl_sync_sim_stream *s
   for (size_t i = 0; error == DL_SYNC_SIM_SUCCESS && i < graph->node_count; i++) {
     dl_sync_sim_event *event = graph->nodes[i].event;
     if (graph->nodes[i].kind != SIM_NODE_WAIT_EXTERNAL) continue;
-    if (event->capture != NULL) error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
-    else op->node_waits[i] = event->last; /* waited where the node stands, not up front */
+    if (event->capture != NULL)
+      error = DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+    else
+      op->node_waits[i] = event->last; /* waited where the node stands, not up front */
   }
   if (error != DL_SYNC_SIM_SUCCESS) {
     if (op != NULL) dl_sync__sim_op_free(op);
@@ -598,11 +601,12 @@ int dl_sync_sim_graph_retain_user_object(dl_sync_sim_graph *graph, dl_sync_sim_u
   if (object == NULL || count == 0) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&dl_sync__sim.lock);
   int error = graph == NULL || graph->magic != SIM_GRAPH_MAGIC ? DL_SYNC_SIM_ERROR_INVALID_HANDLE
-                                                              : DL_SYNC_SIM_SUCCESS;
+                                                               : DL_SYNC_SIM_SUCCESS;
   size_t needed = error ? 0 : graph->object_count + count;
   if (error == DL_SYNC_SIM_SUCCESS && needed > graph->object_capacity) {
     dl_sync_sim_user_object **grown = realloc(graph->objects, needed * 2 * sizeof *grown);
-    if (grown == NULL) error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
+    if (grown == NULL)
+      error = DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION;
     else {
       graph->objects = grown;
       graph->object_capacity = needed * 2;

@@ -55,16 +55,19 @@ static dl_sync_sim_race_access side(const char *name, int mode, int agent) {
       .is_host = agent >= 0 && dl_sync__sim.host_clocks[agent] != NULL};
 }
 
-static void report(int earlier_mode, const access *earlier, int mode, const char *name,
-                   int agent, const void *buffer) {
+static void report(int earlier_mode, const access *earlier, int mode, const char *name, int agent,
+                   const void *buffer) {
   if (race_count < SIM_KEPT_REPORTS)
-    races[race_count] = (dl_sync_sim_race){.buffer = buffer,
-                                           .earlier = side(earlier->name, earlier_mode, earlier->agent),
-                                           .later = side(name, mode, agent)};
+    races[race_count] =
+        (dl_sync_sim_race){.buffer = buffer,
+                           .earlier = side(earlier->name, earlier_mode, earlier->agent),
+                           .later = side(name, mode, agent)};
   race_count++;
 }
 
-static const char *kind_name(int mode) { return (mode & DL_SYNC_SIM_WRITE) ? "write" : "read"; }
+static const char *kind_name(int mode) {
+  return (mode & DL_SYNC_SIM_WRITE) ? "write" : "read";
+}
 
 static int format(const dl_sync_sim_race *r, char *buffer, size_t size) {
   if (r->in_graph)
@@ -72,12 +75,11 @@ static int format(const dl_sync_sim_race *r, char *buffer, size_t size) {
                     "race on %p inside one graph: nodes '%s' and '%s' are not ordered by its "
                     "edges\n",
                     r->buffer, r->earlier.name, r->later.name);
-  return snprintf(buffer, size,
-                  "race on %p: %s by '%s' (%s %d) and %s by '%s' (%s %d) are not ordered\n",
-                  r->buffer, kind_name(r->earlier.mode), r->earlier.name,
-                  r->earlier.is_host ? "host thread" : "agent", r->earlier.agent,
-                  kind_name(r->later.mode), r->later.name,
-                  r->later.is_host ? "host thread" : "agent", r->later.agent);
+  return snprintf(
+      buffer, size, "race on %p: %s by '%s' (%s %d) and %s by '%s' (%s %d) are not ordered\n",
+      r->buffer, kind_name(r->earlier.mode), r->earlier.name,
+      r->earlier.is_host ? "host thread" : "agent", r->earlier.agent, kind_name(r->later.mode),
+      r->later.name, r->later.is_host ? "host thread" : "agent", r->later.agent);
 }
 
 static int ordered(const access *earlier, int agent, const sim_clock *clock) {

@@ -207,21 +207,37 @@ void dl_sync_sim_reset(void) {
 
 const char *dl_sync_sim_error_name(int error) {
   switch (error) {
-    case DL_SYNC_SIM_SUCCESS: return "simSuccess";
-    case DL_SYNC_SIM_ERROR_INVALID_VALUE: return "simErrorInvalidValue";
-    case DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION: return "simErrorMemoryAllocation";
-    case DL_SYNC_SIM_ERROR_INVALID_DEVICE: return "simErrorInvalidDevice";
-    case DL_SYNC_SIM_ERROR_INVALID_HANDLE: return "simErrorInvalidResourceHandle";
-    case DL_SYNC_SIM_ERROR_NOT_READY: return "simErrorNotReady";
-    case DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED: return "simErrorStreamCaptureUnsupported";
-    case DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED: return "simErrorStreamCaptureInvalidated";
-    case DL_SYNC_SIM_ERROR_CAPTURE_MERGE: return "simErrorStreamCaptureMerge";
-    case DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED: return "simErrorStreamCaptureUnmatched";
-    case DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED: return "simErrorStreamCaptureUnjoined";
-    case DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION: return "simErrorStreamCaptureIsolation";
-    case DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT: return "simErrorStreamCaptureImplicit";
-    case DL_SYNC_SIM_ERROR_CAPTURED_EVENT: return "simErrorCapturedEvent";
-    case DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD: return "simErrorStreamCaptureWrongThread";
-    default: return "simErrorUnknown";
+    case DL_SYNC_SIM_SUCCESS:
+      return "simSuccess";
+    case DL_SYNC_SIM_ERROR_INVALID_VALUE:
+      return "simErrorInvalidValue";
+    case DL_SYNC_SIM_ERROR_MEMORY_ALLOCATION:
+      return "simErrorMemoryAllocation";
+    case DL_SYNC_SIM_ERROR_INVALID_DEVICE:
+      return "simErrorInvalidDevice";
+    case DL_SYNC_SIM_ERROR_INVALID_HANDLE:
+      return "simErrorInvalidResourceHandle";
+    case DL_SYNC_SIM_ERROR_NOT_READY:
+      return "simErrorNotReady";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED:
+      return "simErrorStreamCaptureUnsupported";
+    case DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED:
+      return "simErrorStreamCaptureInvalidated";
+    case DL_SYNC_SIM_ERROR_CAPTURE_MERGE:
+      return "simErrorStreamCaptureMerge";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNMATCHED:
+      return "simErrorStreamCaptureUnmatched";
+    case DL_SYNC_SIM_ERROR_CAPTURE_UNJOINED:
+      return "simErrorStreamCaptureUnjoined";
+    case DL_SYNC_SIM_ERROR_CAPTURE_ISOLATION:
+      return "simErrorStreamCaptureIsolation";
+    case DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT:
+      return "simErrorStreamCaptureImplicit";
+    case DL_SYNC_SIM_ERROR_CAPTURED_EVENT:
+      return "simErrorCapturedEvent";
+    case DL_SYNC_SIM_ERROR_CAPTURE_WRONG_THREAD:
+      return "simErrorStreamCaptureWrongThread";
+    default:
+      return "simErrorUnknown";
   }
 }

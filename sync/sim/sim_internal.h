@@ -66,14 +66,18 @@ struct dl_sync_sim_stream {
 struct dl_sync_sim_event {
   uint32_t magic;
   int32_t device; /* the device current when it was created */
-  sim_dep last; /* the last record; stream NULL when never recorded */
+  sim_dep last;   /* the last record; stream NULL when never recorded */
   sim_clock clock;
   sim_capture *capture; /* set when last recorded inside a capture */
   sim_nodes capture_nodes;
   dl_sync_sim_event *next_event;
 };
 
-typedef enum sim_node_kind { SIM_NODE_KERNEL, SIM_NODE_WAIT_EXTERNAL, SIM_NODE_RECORD_EXTERNAL } sim_node_kind;
+typedef enum sim_node_kind {
+  SIM_NODE_KERNEL,
+  SIM_NODE_WAIT_EXTERNAL,
+  SIM_NODE_RECORD_EXTERNAL
+} sim_node_kind;
 
 typedef struct sim_node {
   sim_node_kind kind;
@@ -135,17 +139,22 @@ typedef struct sim_state {
   uint64_t next_capture_id;
   int next_agent;
   sim_clock *host_clocks[SIM_MAX_AGENTS];
-  struct sim_sync_clock *sync_clocks; /* host clocks released under a key */
+  struct sim_sync_clock *sync_clocks;   /* host clocks released under a key */
   struct sim_thread_exit *thread_exits; /* clocks of exited threads, until joined */
-  dl_sync_sim_event *retired_events;  /* freed by a reset, kept until destroyed */
+  dl_sync_sim_event *retired_events;    /* freed by a reset, kept until destroyed */
   uint64_t jitter_seed;
   unsigned jitter_max_us;
 } sim_state;
 
 extern sim_state dl_sync__sim;
 
-enum { SIM_STREAM_MAGIC = 0x5e7ea7, SIM_EVENT_MAGIC = 0xe7e47, SIM_GRAPH_MAGIC = 0x6a4f,
-       SIM_EXEC_MAGIC = 0xe8ec, SIM_EVENT_RETIRED_MAGIC = 0xdead7e };
+enum {
+  SIM_STREAM_MAGIC = 0x5e7ea7,
+  SIM_EVENT_MAGIC = 0xe7e47,
+  SIM_GRAPH_MAGIC = 0x6a4f,
+  SIM_EXEC_MAGIC = 0xe8ec,
+  SIM_EVENT_RETIRED_MAGIC = 0xdead7e
+};
 
 /* runtime.c (lock held unless noted) */
 int dl_sync__sim_current_device(void);
@@ -160,13 +169,12 @@ int dl_sync__sim_existing_host_agent(sim_clock **clock);
 #if UINTPTR_MAX > 0xFFFFFFFFu
 #define DL_SYNC__SIM_TAG_SHIFT 56
 static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {
-  return (dl_sync_sim_stream *)((uintptr_t)stream |
-                                (uintptr_t)DL_SYNC_SIM_STREAM_TAG << DL_SYNC__SIM_TAG_SHIFT);
+  return (dl_sync_sim_stream *)((uintptr_t)stream | (uintptr_t)DL_SYNC_SIM_STREAM_TAG
+                                                        << DL_SYNC__SIM_TAG_SHIFT);
 }
 static inline dl_sync_sim_stream *dl_sync__sim_untag(dl_sync_sim_stream *handle) {
   if (((uintptr_t)handle >> DL_SYNC__SIM_TAG_SHIFT) != DL_SYNC_SIM_STREAM_TAG) return NULL;
-  return (dl_sync_sim_stream *)((uintptr_t)handle &
-                                (((uintptr_t)1 << DL_SYNC__SIM_TAG_SHIFT) - 1));
+  return (dl_sync_sim_stream *)((uintptr_t)handle & (((uintptr_t)1 << DL_SYNC__SIM_TAG_SHIFT) - 1));
 }
 #else
 static inline dl_sync_sim_stream *dl_sync__sim_handle(dl_sync_sim_stream *stream) {

@@ -73,8 +73,10 @@ void dl_sync__sim_stream_free(dl_sync_sim_stream *stream) {
 
 void dl_sync__sim_enqueue(dl_sync_sim_stream *stream, sim_op *op) {
   op->seq = ++stream->enqueued;
-  if (stream->tail != NULL) stream->tail->next = op;
-  else stream->head = op;
+  if (stream->tail != NULL)
+    stream->tail->next = op;
+  else
+    stream->head = op;
   stream->tail = op;
   pthread_cond_broadcast(&dl_sync__sim.changed);
 }
@@ -109,7 +111,8 @@ int dl_sync__sim_legacy_sync(dl_sync_sim_stream *stream, sim_deps *deps) {
 }
 
 int dl_sync_sim_stream_create(dl_sync_sim_stream **stream, unsigned flags) {
-  if (stream == NULL || flags > DL_SYNC_SIM_STREAM_NON_BLOCKING) return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  if (stream == NULL || flags > DL_SYNC_SIM_STREAM_NON_BLOCKING)
+    return DL_SYNC_SIM_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_stream *made = dl_sync__sim_stream_new(dl_sync__sim_current_device(), flags, 0, 0);
   pthread_mutex_unlock(&dl_sync__sim.lock);
@@ -121,7 +124,8 @@ int dl_sync_sim_stream_destroy(dl_sync_sim_stream *stream) {
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_stream *s = dl_sync__sim_resolve(stream);
   int error = DL_SYNC_SIM_ERROR_INVALID_HANDLE;
-  if (s != NULL && (s->is_legacy || s->is_per_thread)) error = DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  if (s != NULL && (s->is_legacy || s->is_per_thread))
+    error = DL_SYNC_SIM_ERROR_INVALID_VALUE;
   else if (s != NULL) {
     if (s->capture != NULL) dl_sync__sim_capture_invalidate(s->capture);
     s->destroyed = 1; /* its worker drains the queue, then ends */

@@ -115,7 +115,7 @@ void dl_sync__sim_own_thread_call(int own) {
 
 #if defined(DL_SYNC__SIM_INTERCEPTS)
 static int next_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                                                   void *(*start)(void *), void *arg) {
+                               void *(*start)(void *), void *arg) {
   create_fn *create = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
   if (create == NULL) {
     next_symbol("pthread_create", &create, sizeof create);
@@ -263,8 +263,8 @@ DL_SYNC_API __attribute__((weak)) int pthread_join(pthread_t thread, void **resu
 
 /* The process's definitions, from the top: a sanitizer's interceptor sees the thread too.
    Where the simulator's own come next, they only pass the call on (own_thread_call). */
-static int process_create(pthread_t *thread, const pthread_attr_t *attr,
-                          void *(*start)(void *), void *arg) {
+static int process_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                          void *arg) {
   int own = own_thread_call;
   own_thread_call = 1;
   int error = pthread_create(thread, attr, start, arg);
@@ -282,8 +282,8 @@ static int process_join(pthread_t thread, void **result) {
 
 /* The same edges where no definition can be interposed on (Windows, a sanitized static
    copy), or for a program that wants them explicit. */
-int dl_sync_sim_thread_create(pthread_t *thread, const pthread_attr_t *attr,
-                              void *(*start)(void *), void *arg) {
+int dl_sync_sim_thread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
+                              void *arg) {
   return create_with_edges(process_create, thread, attr, start, arg);
 }
 

@@ -4,4 +4,6 @@
 #include <dlpack/dlpack.h>
 #include <dlsync/dlsync.h>
 #include <dlsync/sim.h>
-int main(void) { return 0; }
+int main(void) {
+  return 0;
+}

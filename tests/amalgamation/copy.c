@@ -6,7 +6,7 @@
 __attribute__((visibility("default"))) const copy_table *amalgamation_copy(void);
 
 const copy_table *amalgamation_copy(void) {
-  static const copy_table table = {dl_sync_set_backend, dl_sync_get_backend,
-                                   dl_sync_cuda_backend, dl_sync_hip_backend};
+  static const copy_table table = {dl_sync_set_backend, dl_sync_get_backend, dl_sync_cuda_backend,
+                                   dl_sync_hip_backend};
   return &table;
 }

@@ -14,8 +14,12 @@
 
 static unsigned char buffer[4096];
 
-static void fill(void *arg) { memset(arg, 7, sizeof buffer); }
-static void check(void *arg) { (void)arg; }
+static void fill(void *arg) {
+  memset(arg, 7, sizeof buffer);
+}
+static void check(void *arg) {
+  (void)arg;
+}
 
 /* One exchange; returns the races the checker found, or -1 on an error. */
 static long exchange(int with_dlsync) {
@@ -51,9 +55,10 @@ int main(void) {
     return 1;
   }
   long ordered = exchange(1), unordered = exchange(0);
-  printf("one-file dlsync %d.%d.%d on the simulated device: %ld races with dl_sync_export, "
-         "%ld without\n",
-         DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR, DL_SYNC_VERSION_PATCH, ordered, unordered);
+  printf(
+      "one-file dlsync %d.%d.%d on the simulated device: %ld races with dl_sync_export, "
+      "%ld without\n",
+      DL_SYNC_VERSION_MAJOR, DL_SYNC_VERSION_MINOR, DL_SYNC_VERSION_PATCH, ordered, unordered);
   dl_sync_set_backend(kDLCUDA, NULL);
   dl_sync_sim_reset();
   return ordered == 0 && unordered > 0 ? 0 : 1;

@@ -32,13 +32,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t bytes[4] = {0};
     for (int k = 0; k < 4; k++) bytes[k] = at < size ? data[at++] : 0;
     tables[i].header.version = (DLPackVersion){bytes[0] % 4, bytes[1] % 5};
-    tables[i].header.prev_api = bytes[2] % (TABLES + 1) == TABLES ? NULL : &tables[bytes[2] % (TABLES + 1)].header;
-    tables[i].current_work_stream = bytes[3] % 3 == 0 ? NULL : bytes[3] % 3 == 1 ? stream_ok : stream_fails;
+    tables[i].header.prev_api =
+        bytes[2] % (TABLES + 1) == TABLES ? NULL : &tables[bytes[2] % (TABLES + 1)].header;
+    tables[i].current_work_stream = bytes[3] % 3 == 0   ? NULL
+                                    : bytes[3] % 3 == 1 ? stream_ok
+                                                        : stream_fails;
   }
   int32_t device_type = at < size ? data[at++] % 20 : 2;
   int32_t device_id = at < size ? (int8_t)data[at++] : 0;
   dl_sync_stream out = {{kDLCPU, 0}, NULL};
-  int status = dl_sync_stream_from_exchange_api(&tables[0], (DLDevice){(DLDeviceType)device_type, device_id}, &out);
+  int status = dl_sync_stream_from_exchange_api(
+      &tables[0], (DLDevice){(DLDeviceType)device_type, device_id}, &out);
   if (status == DL_SYNC_OK && out.device.device_id != device_id) abort();
   if (status != DL_SYNC_OK && dl_sync_python_exception(status) == NULL) abort();
   return 0;

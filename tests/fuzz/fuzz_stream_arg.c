@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } in = {0};
   memcpy(&in, data, size < sizeof in ? size : sizeof in);
   DLDevice device = {(DLDeviceType)in.device_type, in.device_id};
-  dl_sync_stream_arg arg = in.is_none & 1 ? dl_sync_stream_arg_none() : dl_sync_stream_arg_int(in.value);
+  dl_sync_stream_arg arg =
+      in.is_none & 1 ? dl_sync_stream_arg_none() : dl_sync_stream_arg_int(in.value);
   dl_sync_stream stream;
   int needs_sync = 0;
   int status = dl_sync_stream_from_arg(device, arg, &stream, &needs_sync);

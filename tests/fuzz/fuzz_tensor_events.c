@@ -16,8 +16,12 @@ enum { TENSORS = 4, STREAMS = 3 };
 static dl_sync_sim_stream *streams[STREAMS];
 static int deleted[TENSORS];
 
-static void versioned_deleter(DLManagedTensorVersioned *t) { deleted[(intptr_t)t->manager_ctx]++; }
-static void legacy_deleter(DLManagedTensor *t) { deleted[(intptr_t)t->manager_ctx]++; }
+static void versioned_deleter(DLManagedTensorVersioned *t) {
+  deleted[(intptr_t)t->manager_ctx]++;
+}
+static void legacy_deleter(DLManagedTensor *t) {
+  deleted[(intptr_t)t->manager_ctx]++;
+}
 
 static void init_once(void) {
   if (streams[0] != NULL) return;
@@ -33,8 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   DLManagedTensor legacy[TENSORS];
   int alive[TENSORS];
   for (int i = 0; i < TENSORS; i++) {
-    versioned[i] = (DLManagedTensorVersioned){.version = {1, 3}, .manager_ctx = (void *)(intptr_t)i,
-                                              .deleter = versioned_deleter};
+    versioned[i] = (DLManagedTensorVersioned){
+        .version = {1, 3}, .manager_ctx = (void *)(intptr_t)i, .deleter = versioned_deleter};
     versioned[i].dl_tensor.device = (DLDevice){kDLCUDA, 0};
     legacy[i] = (DLManagedTensor){.manager_ctx = (void *)(intptr_t)i, .deleter = legacy_deleter};
     legacy[i].dl_tensor.device = (DLDevice){kDLCUDA, 0};
@@ -48,16 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!alive[t]) continue;
     switch (op) {
       case 0:
-        use_legacy ? dl_sync_legacy_tensor_record(&legacy[t], stream) : dl_sync_tensor_record(&versioned[t], stream);
+        use_legacy ? dl_sync_legacy_tensor_record(&legacy[t], stream)
+                   : dl_sync_tensor_record(&versioned[t], stream);
         break;
       case 1:
-        use_legacy ? dl_sync_legacy_tensor_wait(&legacy[t], stream) : dl_sync_tensor_wait(&versioned[t], stream);
+        use_legacy ? dl_sync_legacy_tensor_wait(&legacy[t], stream)
+                   : dl_sync_tensor_wait(&versioned[t], stream);
         break;
       case 2:
-        use_legacy ? dl_sync_legacy_tensor_synchronize(&legacy[t]) : dl_sync_tensor_synchronize(&versioned[t]);
+        use_legacy ? dl_sync_legacy_tensor_synchronize(&legacy[t])
+                   : dl_sync_tensor_synchronize(&versioned[t]);
         break;
       case 3:
-        if (dl_sync_tensor_has_event(&versioned[t]) < 0 || dl_sync_legacy_tensor_has_event(&legacy[t]) < 0) abort();
+        if (dl_sync_tensor_has_event(&versioned[t]) < 0 ||
+            dl_sync_legacy_tensor_has_event(&legacy[t]) < 0)
+          abort();
         break;
       default:
         versioned[t].deleter(&versioned[t]);

@@ -78,10 +78,18 @@ typedef enum suite_mode {
   MODE_THREADS,
   MODES
 } suite_mode;
-static const char *const mode_names[MODES] = {
-    "stream-argument", "n0",           "n1",           "legacy-stream",
-    "per-thread-stream", "stream-0",   "two-devices",  "capture-global",
-    "capture-thread-local", "capture-relaxed", "external-wait", "threads"};
+static const char *const mode_names[MODES] = {"stream-argument",
+                                              "n0",
+                                              "n1",
+                                              "legacy-stream",
+                                              "per-thread-stream",
+                                              "stream-0",
+                                              "two-devices",
+                                              "capture-global",
+                                              "capture-thread-local",
+                                              "capture-relaxed",
+                                              "external-wait",
+                                              "threads"};
 static atomic_int mode_ordered[MODES], mode_controls[MODES], mode_raced[MODES];
 static char mode_skipped[MODES][128]; /* why a mode did not run here (one device, ...) */
 /* The mode judge() counts for: set by the test running (judge runs on the main thread). */
@@ -512,7 +520,8 @@ static void test_two_devices(void **state) {
   skip_without_device();
   int can_access = 0;
   current_mode = MODE_TWO_DEVICES;
-  if (device_count < 2) SKIP_MODE("one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)");
+  if (device_count < 2)
+    SKIP_MODE("one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)");
   CUDA_OK(cudaDeviceCanAccessPeer(&can_access, 1, 0));
   if (!can_access) SKIP_MODE("device 1 cannot access device 0's memory (no peer access)");
   CUDA_OK(cudaSetDevice(1));
@@ -870,10 +879,11 @@ int main(void) {
       printf("gpu_ordering_%s: mode %s: skipped: %s\n", DL_SYNC_TEST_VARIANT, mode_names[m],
              mode_skipped[m]);
     else
-      printf("gpu_ordering_%s: mode %s: ordered runs %d, control runs %d, controls that observed "
-             "a race %d\n",
-             DL_SYNC_TEST_VARIANT, mode_names[m], atomic_load(&mode_ordered[m]),
-             atomic_load(&mode_controls[m]), atomic_load(&mode_raced[m]));
+      printf(
+          "gpu_ordering_%s: mode %s: ordered runs %d, control runs %d, controls that observed "
+          "a race %d\n",
+          DL_SYNC_TEST_VARIANT, mode_names[m], atomic_load(&mode_ordered[m]),
+          atomic_load(&mode_controls[m]), atomic_load(&mode_raced[m]));
   }
   printf(
       "gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race "

@@ -24,8 +24,10 @@ static job *new_job(pattern *p, int32_t value) {
 static void producer(void *arg) {
   job *j = arg;
   for (int i = 0; i < PATTERN_WORDS; i++) {
-    if (j->p->racy) __atomic_store_n(&j->p->words[i], j->value + i, __ATOMIC_RELAXED);
-    else j->p->words[i] = j->value + i;
+    if (j->p->racy)
+      __atomic_store_n(&j->p->words[i], j->value + i, __ATOMIC_RELAXED);
+    else
+      j->p->words[i] = j->value + i;
   }
 }
 

@@ -25,14 +25,14 @@ int launch_producer(void *stream, pattern *p, int32_t value);
 /* Launches the consumer on stream: counts words that differ from expected. */
 int launch_consumer(void *stream, pattern *p, int32_t expected);
 /* In cmocka tests: fail with the simulator's or dlsync's message. */
-#define CHECK_SIM(call)                                                                  \
-  do {                                                                                   \
-    int error_ = (call);                                                                 \
-    if (error_ != 0) fail_msg("%s: %s", #call, dl_sync_sim_error_name(error_));          \
+#define CHECK_SIM(call)                                                         \
+  do {                                                                          \
+    int error_ = (call);                                                        \
+    if (error_ != 0) fail_msg("%s: %s", #call, dl_sync_sim_error_name(error_)); \
   } while (0)
-#define CHECK_DL(call)                                                                   \
-  do {                                                                                   \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error());           \
+#define CHECK_DL(call)                                                         \
+  do {                                                                         \
+    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error()); \
   } while (0)
 
 /* A CUDA-typed view of a simulated stream on device 0 (or device). */

@@ -19,12 +19,11 @@
 
 enum { THREADS = 4, ITERATIONS = 1000, NEGATIVE_ITERATIONS = 250 };
 
-
 static void print_races(const char *what) {
   char report[1024];
   uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races, races ? ", first: " : "\n",
-                races ? report : "");
+  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
+                races ? ", first: " : "\n", races ? report : "");
 }
 
 /* --- producer on A, consumer on B, exported with the stream argument ---------------- */
@@ -168,7 +167,8 @@ static void *run_per_thread(void *arg) {
     if (w->status == 0 && w->use_dependency)
       w->status = dl_sync_export(sim_view(producer_stream, 0), dl_sync_stream_arg_int(2));
   }
-  if (w->status == 0 && w->consume) w->status = launch_consumer(DL_SYNC_SIM_STREAM_PER_THREAD, w->data, 5);
+  if (w->status == 0 && w->consume)
+    w->status = launch_consumer(DL_SYNC_SIM_STREAM_PER_THREAD, w->data, 5);
   if (w->status != 0) snprintf(w->error, sizeof w->error, "%s", dl_sync_last_error());
   if (w->wait_for_gate) {
     __atomic_store_n(&w->exported, 1, __ATOMIC_RELAXED);
@@ -183,7 +183,8 @@ static void test_stream_two_is_the_calling_threads_per_thread_stream(void **stat
   static pattern data[THREADS];
   per_thread_worker workers[THREADS];
   for (int t = 0; t < THREADS; t++) {
-    workers[t] = (per_thread_worker){.data = &data[t], .produce = 1, .consume = 1, .use_dependency = 1};
+    workers[t] =
+        (per_thread_worker){.data = &data[t], .produce = 1, .consume = 1, .use_dependency = 1};
     assert_int_equal(pthread_create(&workers[t].thread, NULL, run_per_thread, &workers[t]), 0);
   }
   for (int t = 0; t < THREADS; t++) {
@@ -446,7 +447,8 @@ static void *run_pool_worker(void *arg) {
     if (status == 0) status = dl_sync_push_dep(sim_view(a, w->device), sim_view(b, w->device));
     if (status == 0) status = launch_consumer(b, &w->data, i);
     if (status == 0) status = dl_sync_push_dep(sim_view(b, w->device), sim_view(a, w->device));
-    if (status != 0 && w->failures++ == 0) snprintf(w->error, sizeof w->error, "%s", dl_sync_last_error());
+    if (status != 0 && w->failures++ == 0)
+      snprintf(w->error, sizeof w->error, "%s", dl_sync_last_error());
   }
   dl_sync_sim_stream_synchronize(b);
   dl_sync_sim_host_access("test reads mismatches", &w->data.mismatches, DL_SYNC_SIM_READ);

@@ -120,8 +120,8 @@ static void check_independent(const char *name_a, const copy_table *a, const cha
   CHECK_INT(host_records() - records, 1);
   CHECK_INT(host_waits() - waits, 1);
   if (tensor.deleter != NULL || tensor.manager_ctx != NULL)
-    FAIL("copy %s's release of copy %s's tensor left its deleter %p (the producer's: NULL)",
-         name_a, name_b, (void *)(uintptr_t)tensor.deleter);
+    FAIL("copy %s's release of copy %s's tensor left its deleter %p (the producer's: NULL)", name_a,
+         name_b, (void *)(uintptr_t)tensor.deleter);
   CHECK_INT(a->shutdown(), DL_SYNC_OK);
   CHECK_INT(b->shutdown(), DL_SYNC_OK);
   CHECK_INT(b->set_backend(kDLCUDA, NULL), DL_SYNC_OK);

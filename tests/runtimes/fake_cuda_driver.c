@@ -119,8 +119,8 @@ typedef struct fake_context {
   int device;
   int primary;
   unsigned long long id; /* cuCtxGetId; a primary context's changes at each activation */
-  unsigned retained; /* a primary context's references (cuDevicePrimaryCtxRetain) */
-  int destroyed;     /* cuCtxDestroy ran on it */
+  unsigned retained;     /* a primary context's references (cuDevicePrimaryCtxRetain) */
+  int destroyed;         /* cuCtxDestroy ran on it */
   fake_stream *legacy;
   fake_stream own_legacy; /* a created context's legacy stream */
 } fake_context;
@@ -146,7 +146,8 @@ static logged_call call_log[FAKE_LOG_SIZE];
 static int log_count;
 static struct {
   long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init, per_thread_lookups;
-  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries, ctx_get_current;
+  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries,
+      ctx_get_current;
 } driver_counters;
 static unsigned long long next_context_id = 1;
 /* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
@@ -210,10 +211,10 @@ static CUresult injected(const char *name) {
   return CUDA_SUCCESS;
 }
 
-#define FAIL_POINT(name)                   \
-  do {                                     \
-    CUresult injected_ = injected(name);   \
-    if (injected_ != 0) return injected_;  \
+#define FAIL_POINT(name)                  \
+  do {                                    \
+    CUresult injected_ = injected(name);  \
+    if (injected_ != 0) return injected_; \
   } while (0)
 
 /* A handle that names nothing live: a test counts these ("dead_handles"); a real driver
@@ -399,9 +400,8 @@ static int is_legacy(const fake_stream *stream) {
    the blocking stream capture is terminated." The per-thread default stream is blocking. */
 static int legacy_blocked(const fake_stream *stream) {
   fake_context *context = context_of(stream);
-  return is_legacy(stream) &&
-         (fake_blocking_capture_on(context->device, context, stream) ||
-          per_thread_capture(context, NULL, 0));
+  return is_legacy(stream) && (fake_blocking_capture_on(context->device, context, stream) ||
+                               per_thread_capture(context, NULL, 0));
 }
 
 static int stream_kind(const fake_stream *stream) {
@@ -454,8 +454,7 @@ FAKE_EXPORT CUresult cuInit(unsigned int Flags) {
   }
   devices = count < FAKE_MAX_DEVICES ? count : FAKE_MAX_DEVICES;
   for (int d = 0; d < devices; d++) {
-    primaries[d] = (fake_context){
-        .device = d, .primary = 1, .legacy = &fake_legacy[d]};
+    primaries[d] = (fake_context){.device = d, .primary = 1, .legacy = &fake_legacy[d]};
     fake_legacy[d] = (fake_stream){.device = d, .context = &primaries[d]};
   }
   initialized = 1;
@@ -762,7 +761,6 @@ FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 /* ---- streams ------------------------------------------------------------------------ */
-
 
 /* cuStreamCreate: "Valid values for Flags are: CU_STREAM_DEFAULT ... CU_STREAM_NON_BLOCKING:
    ... the created stream should perform no implicit synchronization with stream 0". The

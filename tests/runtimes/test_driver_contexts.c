@@ -57,10 +57,10 @@ typedef int (*external_waits_fn)(const void *graph);
 typedef int (*event_create_fn)(void **event, unsigned flags);
 
 #define CU(type, name, ...) (((type)sym(name))(__VA_ARGS__))
-#define CU_OK(type, name, ...)                                       \
-  do {                                                               \
-    int code_ = CU(type, name, __VA_ARGS__);                         \
-    if (code_ != 0) fail_msg("%s answered %d", name, code_);        \
+#define CU_OK(type, name, ...)                               \
+  do {                                                       \
+    int code_ = CU(type, name, __VA_ARGS__);                 \
+    if (code_ != 0) fail_msg("%s answered %d", name, code_); \
   } while (0)
 #define DL_OK(call)                                                                      \
   do {                                                                                   \
@@ -84,7 +84,7 @@ static const char *const context_names[CONTEXTS] = {"P0", "X0", "P1", "X1"};
 static const int context_device[CONTEXTS] = {0, 0, 1, 1};
 static void *contexts[CONTEXTS];
 static void *explicit_streams[CONTEXTS]; /* one non-blocking stream in each context */
-enum { EXPLICIT, LEGACY, PER_THREAD }; /* stream kinds, as the fake's log reports them */
+enum { EXPLICIT, LEGACY, PER_THREAD };   /* stream kinds, as the fake's log reports them */
 enum { CU_STREAM_NON_BLOCKING = 1, CU_CAPTURE_GLOBAL = 0 };
 #define CU_LEGACY ((void *)1)
 #define CU_PER_THREAD ((void *)2)
@@ -189,8 +189,8 @@ typedef struct expected_call {
 static int named_streams(named *out) {
   int n = 0;
   for (int c = 0; c < CONTEXTS; c++) {
-    named s = {.device = context_device[c], .kind = EXPLICIT, .context = c,
-               .handle = explicit_streams[c]};
+    named s = {
+        .device = context_device[c], .kind = EXPLICIT, .context = c, .handle = explicit_streams[c]};
     snprintf(s.name, sizeof s.name, "stream of %s", context_names[c]);
     out[n++] = s;
   }
@@ -198,12 +198,13 @@ static int named_streams(named *out) {
     const char *name;
     int kind;
     void *handle;
-  } defaults[] = {{"NULL", LEGACY, NULL}, {"legacy", LEGACY, CU_LEGACY},
+  } defaults[] = {{"NULL", LEGACY, NULL},
+                  {"legacy", LEGACY, CU_LEGACY},
                   {"per-thread", PER_THREAD, CU_PER_THREAD}};
   for (int d = 0; d < 2; d++)
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
-      named s = {.device = d, .kind = defaults[i].kind, .context = NONE,
-                 .handle = defaults[i].handle};
+      named s = {
+          .device = d, .kind = defaults[i].kind, .context = NONE, .handle = defaults[i].handle};
       snprintf(s.name, sizeof s.name, "%s of device %d", defaults[i].name, d);
       out[n++] = s;
     }
@@ -342,14 +343,15 @@ static int check(const scenario *sc) {
   char message[512];
   snprintf(message, sizeof message, "%s", dl_sync_last_error());
   int want_status = expect(sc, want, &want_count);
-  int external = graph != NULL ? ((external_waits_fn)sym("fake_gpu_graph_external_waits"))(graph) : 0;
+  int external =
+      graph != NULL ? ((external_waits_fn)sym("fake_gpu_graph_external_waits"))(graph) : 0;
   if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
   drain();
   void *after = current();
   int same_calls = got_count == want_count;
   for (int i = 0; i < want_count && same_calls; i++)
-    same_calls = got[i].op == want[i].op && got[i].kind == want[i].kind &&
-                 got[i].context == want[i].context;
+    same_calls =
+        got[i].op == want[i].op && got[i].kind == want[i].kind && got[i].context == want[i].context;
   int held = status == want_status && same_calls &&
              after == (sc->caller == NONE ? NULL : contexts[sc->caller]) &&
              counter("dead_handles") == dead && (!sc->warm || counter("event_create") == created) &&
@@ -359,13 +361,14 @@ static int check(const scenario *sc) {
   describe(sc, what, sizeof what);
   format_calls(got, got_count, got_text, sizeof got_text);
   format_calls(want, want_count, want_text, sizeof want_text);
-  print_error("%s:\n  status %s (expected %s)%s%s\n  made %s\n  expected %s\n"
-              "  caller's context after: %p (expected %s); dead handles %ld, events made %ld, "
-              "external waits %d\n",
-              what, dl_sync_status_name(status), dl_sync_status_name(want_status),
-              status != DL_SYNC_OK ? ": " : "", status != DL_SYNC_OK ? message : "", got_text,
-              want_text, after, sc->caller == NONE ? "none" : context_names[sc->caller],
-              counter("dead_handles") - dead, counter("event_create") - created, external);
+  print_error(
+      "%s:\n  status %s (expected %s)%s%s\n  made %s\n  expected %s\n"
+      "  caller's context after: %p (expected %s); dead handles %ld, events made %ld, "
+      "external waits %d\n",
+      what, dl_sync_status_name(status), dl_sync_status_name(want_status),
+      status != DL_SYNC_OK ? ": " : "", status != DL_SYNC_OK ? message : "", got_text, want_text,
+      after, sc->caller == NONE ? "none" : context_names[sc->caller],
+      counter("dead_handles") - dead, counter("event_create") - created, external);
   return 0;
 }
 
@@ -410,8 +413,8 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
       for (int p = 0; p < n; p++)
         for (int warm = 0; warm < 2; warm++)
           for (int capture = 0; capture < 2; capture++) {
-            scenario base = {.op = op, .caller = caller, .warm = warm, .capture = capture,
-                             .producer = all[p]};
+            scenario base = {
+                .op = op, .caller = caller, .warm = warm, .capture = capture, .producer = all[p]};
             scenario list[16];
             int count = consumers(&base, all, n, list);
             for (int i = 0; i < count; i++) {
@@ -444,8 +447,8 @@ static void test_steady_state_export_makes_six_driver_calls(void **state) {
   for (int i = 0; i < EXPORTS; i++) DL_OK(dl_sync_export(producer, consumer));
   for (int i = 0; i < CALLS; i++)
     if (counter(calls[i]) - before[i] != per_export[i] * EXPORTS)
-      fail_msg("%s: %ld calls in %d exports, expected %ld", calls[i],
-               counter(calls[i]) - before[i], EXPORTS, per_export[i] * EXPORTS);
+      fail_msg("%s: %ld calls in %d exports, expected %ld", calls[i], counter(calls[i]) - before[i],
+               EXPORTS, per_export[i] * EXPORTS);
 }
 
 /* Release ordering over the driver, call by call. A participating producer's release is
@@ -475,8 +478,8 @@ static void test_release_calls(void **state) {
   dl_sync_stream consumer = dl_sync_stream_view(d0, explicit_streams[X0]);
   int deleted = 0;
   for (int round = 0; round < 2; round++) { /* the second warm */
-    DLManagedTensorVersioned tensor = {.version = {1, 3}, .manager_ctx = &deleted,
-                                       .deleter = release_deleter};
+    DLManagedTensorVersioned tensor = {
+        .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
     tensor.dl_tensor.device = d0;
     DL_OK(dl_sync_tensor_record_reuse(&tensor, producer, producer));
     for (int i = 0; i < CALLS; i++) before[i] = counter(calls[i]);
@@ -489,8 +492,8 @@ static void test_release_calls(void **state) {
                calls[i], ordered[i]);
   assert_int_equal(deleted, 2);
 
-  DLManagedTensorVersioned foreign = {.version = {1, 3}, .manager_ctx = &deleted,
-                                      .deleter = release_deleter};
+  DLManagedTensorVersioned foreign = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
   foreign.dl_tensor.device = d0;
   long records = counter("event_record"), queries = counter("event_query");
   assert_int_equal(dl_sync_tensor_release(&foreign, consumer), DL_SYNC_RELEASE_DEFERRED);
@@ -500,8 +503,8 @@ static void test_release_calls(void **state) {
   assert_int_equal(counter("event_query") - queries, 1);
   assert_int_equal(deleted, 3);
 
-  DLManagedTensorVersioned kept = {.version = {1, 3}, .manager_ctx = &deleted,
-                                   .deleter = release_deleter};
+  DLManagedTensorVersioned kept = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
   kept.dl_tensor.device = d0;
   long objects = counter("user_objects_live"), prohibited = counter("prohibited_calls");
   CU_OK(begin_fn, "cuStreamBeginCapture_v2", consumer.handle, CU_CAPTURE_GLOBAL);
@@ -521,8 +524,8 @@ static void test_release_calls(void **state) {
   /* A graph that refuses the tensor (cuGraphRetainUserObject's CUDA_ERROR_INVALID_VALUE):
      the error, and the tensor stays the caller's: its deleter never runs, not even once the
      user object given back is destroyed on the driver's thread. */
-  DLManagedTensorVersioned refused = {.version = {1, 3}, .manager_ctx = &deleted,
-                                      .deleter = release_deleter};
+  DLManagedTensorVersioned refused = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
   refused.dl_tensor.device = d0;
   CU_OK(begin_fn, "cuStreamBeginCapture_v2", consumer.handle, CU_CAPTURE_GLOBAL);
   fail_next("cuGraphRetainUserObject", 1, 0);
@@ -556,7 +559,7 @@ static void test_a_reset_primary_context_gets_new_events(void **state) {
   DL_OK(dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, a),
                          dl_sync_stream_view((DLDevice){kDLCUDA, 0}, b)));
   assert_int_equal(counter("primary_retain") - retains, 0); /* explicit streams: none */
-  CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0); /* the last reference: a reset */
+  CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0);      /* the last reference: a reset */
   void *again = NULL;
   CU_OK(primary_retain_fn, "cuDevicePrimaryCtxRetain", &again, 0);
   assert_ptr_equal(again, contexts[P0]);
@@ -657,9 +660,10 @@ static void test_synchronize_keeps_another_threads_global_capture(void **state) 
   (void)state;
   DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
   tensor.dl_tensor.device = (DLDevice){kDLCUDA, 0};
-  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(tensor.dl_tensor.device,
-                                                           explicit_streams[P0])));
-  capturing_thread t = {.stream = stream_in(P0), .lock = PTHREAD_MUTEX_INITIALIZER,
+  DL_OK(dl_sync_tensor_record(&tensor,
+                              dl_sync_stream_view(tensor.dl_tensor.device, explicit_streams[P0])));
+  capturing_thread t = {.stream = stream_in(P0),
+                        .lock = PTHREAD_MUTEX_INITIALIZER,
                         .changed = PTHREAD_COND_INITIALIZER};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, capture_then_wait, &t), 0);
@@ -829,7 +833,8 @@ static void test_a_forked_child_is_told_why(void **state) {
   if (child == 0) {
     int status = dl_sync_push_dep(b, a);
     int told = strstr(dl_sync_last_error(), "forked after CUDA was initialized") != NULL;
-    if (!told) fprintf(stderr, "child: %s: %s\n", dl_sync_status_name(status), dl_sync_last_error());
+    if (!told)
+      fprintf(stderr, "child: %s: %s\n", dl_sync_status_name(status), dl_sync_last_error());
     _exit(status == DL_SYNC_ENODEV && told ? 0 : 1);
   }
   int status = 0;

@@ -98,7 +98,8 @@ static void *primary0, *primary1;
 static long suite_inits;
 
 static void *cu_entry(const char *name, int version) {
-  cu_proc_address_fn lookup = (cu_proc_address_fn)test_library_symbol(runtime, "cuGetProcAddress_v2");
+  cu_proc_address_fn lookup =
+      (cu_proc_address_fn)test_library_symbol(runtime, "cuGetProcAddress_v2");
   if (lookup == NULL) fail_msg("the driver lacks cuGetProcAddress_v2");
   void *address = NULL;
   int found = -1;
@@ -606,7 +607,8 @@ static void test_a_failed_version_query_leaves_no_last_error(void **state) {
   assert_error_mentions(cuda ? "answered cudaRuntimeGetVersion" : "answered hipRuntimeGetVersion");
   void *library = test_library_loaded(getenv(cuda ? "DL_SYNC_CUDART" : "DL_SYNC_HIP"));
   assert_non_null(library);
-  last_error_fn get_last = (last_error_fn)test_library_symbol(library, cuda ? "cudaGetLastError" : "hipGetLastError");
+  last_error_fn get_last =
+      (last_error_fn)test_library_symbol(library, cuda ? "cudaGetLastError" : "hipGetLastError");
   assert_non_null(get_last);
   assert_int_equal(get_last(), 0);
 }
@@ -1001,8 +1003,8 @@ static int driver_main(const char *mode) {
     return cmocka_run_group_tests_name("driver_soname", tests, NULL, NULL);
   }
   if (strcmp(mode, "no-device") == 0 || strcmp(mode, "stub") == 0 ||
-      strcmp(mode, "unusable") == 0 ||
-      strcmp(mode, "old-driver") == 0 || strcmp(mode, "no-driver") == 0) {
+      strcmp(mode, "unusable") == 0 || strcmp(mode, "old-driver") == 0 ||
+      strcmp(mode, "no-driver") == 0) {
     const struct CMUnitTest tests[] = {
         {"test_driver_unusable_is_enodev", test_driver_unusable_is_enodev, NULL, NULL,
          (void *)mode},

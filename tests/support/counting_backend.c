@@ -16,7 +16,9 @@ void counting_reset(void) {
   for (int op = 0; op < DL_SYNC_OP_COUNT; op++) atomic_store(&counting_calls[op], 0);
 }
 
-static void count(dl_sync_op op) { atomic_fetch_add(&counting_calls[op], 1); }
+static void count(dl_sync_op op) {
+  atomic_fetch_add(&counting_calls[op], 1);
+}
 
 static int get_device(void *ctx, int32_t *device_id) {
   (void)ctx;

@@ -8,7 +8,12 @@
 #include "dlsync/dlsync.h"
 
 /* The mock's own error codes, named like a runtime's. */
-enum { MOCK_ERROR_INVALID = 1, MOCK_ERROR_NO_DEVICE = 100, MOCK_ERROR_OOM = 2, MOCK_ERROR_CAPTURE = 905 };
+enum {
+  MOCK_ERROR_INVALID = 1,
+  MOCK_ERROR_NO_DEVICE = 100,
+  MOCK_ERROR_OOM = 2,
+  MOCK_ERROR_CAPTURE = 905
+};
 
 extern dl_sync_backend mock_backend;
 

@@ -446,7 +446,8 @@ static void test_an_event_b_cannot_use_is_an_error(void **state) {
   record->abi_major = 2;
   assert_int_equal(b->tensor_has_event(&p.versioned), DL_SYNC_ENOTSUP);
   assert_int_equal(b->tensor_wait(&p.versioned, view(NULL)), DL_SYNC_ENOTSUP);
-  assert_copy_error_mentions(b, "owner record is of ABI major 2, expected tensor-event ABI major 1");
+  assert_copy_error_mentions(b,
+                             "owner record is of ABI major 2, expected tensor-event ABI major 1");
   record->abi_major = DL_SYNC_TENSOR_EVENT_ABI_MAJOR;
   record->runtime_family = DL_SYNC_RUNTIME_FAMILY_ROCM;
   assert_int_equal(b->tensor_wait(&p.versioned, view(NULL)), DL_SYNC_ENOTSUP);

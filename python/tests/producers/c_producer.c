@@ -26,10 +26,9 @@ static PyObject *py_export(PyObject *module, PyObject *args) {
   }
   DLDevice device = {(DLDeviceType)device_type, device_id};
   int status;
-  Py_BEGIN_ALLOW_THREADS
-  status = dl_sync_export(dl_sync_stream_view(device, (void *)producer), arg);
-  Py_END_ALLOW_THREADS
-  if (status != DL_SYNC_OK) return dl_sync_python_raise(status);
+  Py_BEGIN_ALLOW_THREADS status =
+      dl_sync_export(dl_sync_stream_view(device, (void *)producer), arg);
+  Py_END_ALLOW_THREADS if (status != DL_SYNC_OK) return dl_sync_python_raise(status);
   Py_RETURN_NONE;
 }
 
@@ -56,8 +55,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "c_producer", NULL, -1, methods,
-                                        NULL, NULL, NULL, NULL};
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "c_producer", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_c_producer(void);
-PyMODINIT_FUNC PyInit_c_producer(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit_c_producer(void) {
+  return PyModule_Create(&module_def);
+}
