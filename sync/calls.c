@@ -34,7 +34,7 @@ int dl_sync__graph_retain(dl_sync__guard *guard, const dl_sync__bound *stream, v
     release(object);
     return status;
   }
-  dl_sync__pin_code(); /* the graph calls release, maybe after a dlclose of this copy */
+  dl_sync__pin_this_copy(); /* the graph calls release, maybe after a dlclose of this copy */
   int code = b->graph_retain(b->ctx, stream->stream.handle, object, release);
   return code == 0
              ? DL_SYNC_OK

@@ -9,25 +9,16 @@
  * one back never allocates and never fails: that is what lets graph user-object
  * destructors, which run where no runtime call is allowed, return events.
  *
- * In front of the pools, each thread keeps a few idle events per pool (the thread cache),
- * so that threads pushing dependencies on one device do not contend for its pool's lock:
- * in steady state a dependency takes no lock at all.
- * Only events borrowed and given back within one call go through it; a thread's cache
- * returns to the pools when the thread exits (the platform's thread-exit hook, which makes no
- * runtime call) and at dl_sync_shutdown. Backends that query before reuse bypass it: the
- * pool alone knows which idle event is the oldest.
+ * In front of the pools stand the threads' caches (thread_cache.c).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "event_pool.h"
 #include "internal.h"
 
 enum { DL_SYNC__MAX_BACKENDS = 16 };
-
-typedef struct spinlock {
-  atomic_bool held;
-} spinlock;
 
 static void lock(spinlock *l) {
   dl_sync__spin_lock(&l->held);
@@ -36,20 +27,6 @@ static void lock(spinlock *l) {
 static void unlock(spinlock *l) {
   dl_sync__spin_unlock(&l->held);
 }
-
-struct dl_sync__pool {
-  spinlock lock;
-  const dl_sync_backend *backend;
-  DLDevice device;
-  void *context;       /* NULL for backends without contexts */
-  uint64_t context_id; /* its identity: the key (0 without contexts) */
-  dl_sync__pool *next; /* the device's other pools (other contexts); set once */
-  unsigned generation; /* fork_generation when made: a child's pools are its own */
-  int retired;         /* left behind by dl_sync_shutdown, under lock */
-  void **ring;         /* idle events, oldest at head */
-  size_t head, count, capacity;
-  uint64_t created, destroyed, outstanding, acquired;
-};
 
 typedef struct pool_set {
   _Atomic(const dl_sync_backend *) backend;
@@ -258,197 +235,27 @@ void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
   if (last) pool_free(pool);
 }
 
-/* --- the thread cache ------------------------------------------------------------- */
-
-/* A thread rarely works with more than a few devices at once, and it borrows one event
-   at a time (returned before the next is borrowed), so one idle event per pool is the
-   steady state; a spare slot keeps a return from ever needing the pool's lock. */
-enum { DL_SYNC__CACHE_POOLS = 4, DL_SYNC__CACHE_EVENTS = 2 };
-
-/* Idle events of one pool. The owning thread is the only writer while it lives; stats
-   read pool, count and acquired from other threads, hence the atomics (relaxed: a
-   snapshot). events is read by other threads only at shutdown, which callers keep apart
-   from every other dlsync call. */
-typedef struct cache_slot {
-  _Atomic(dl_sync__pool *) pool;
-  atomic_uint count;
-  atomic_uint_fast64_t acquired; /* borrows served here, not yet counted by the pool */
-  void *events[DL_SYNC__CACHE_EVENTS];
-} cache_slot;
-
-/* Aligned to a cache line so that no two threads' caches share one. A cache lives in
-   the thread's own storage: nothing to free, so a thread that outlives the library
-   holding dlsync (dlclose) leaves nothing behind. */
-enum { CACHE_NONE, CACHE_LIVE, CACHE_GONE };
-typedef struct thread_cache {
-  _Alignas(64) struct thread_cache *prev, *next; /* all live caches, under caches_lock */
-  unsigned state;                                /* CACHE_*; GONE once its thread exits */
-  unsigned next_victim;
-  cache_slot slots[DL_SYNC__CACHE_POOLS];
-} thread_cache;
-
-static dl_sync__mutex caches_lock = DL_SYNC__MUTEX_INIT;
-static thread_cache *caches;
-static DL_SYNC__THREAD_LOCAL thread_cache this_thread;
-
-#define DL_SYNC__RELAXED memory_order_relaxed
-
-void (*dl_sync__cache_flush_hook)(void);
-
-/* Gives the slot's events and its count of borrows to its pool and unbinds it. No runtime
-   call: safe in a thread's exit. The caller holds caches_lock: statistics never see the
-   events in the pool and in the slot at once. */
-static void slot_flush(cache_slot *slot) {
-  dl_sync__pool *pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
-  if (pool == NULL) return;
-  unsigned count = atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
+/* Gives a thread cache's events and its count of borrows back to pool (thread_cache.c;
+   the caller holds the caches' lock). No runtime call: safe in a thread's exit. */
+void dl_sync__pool_take_back(dl_sync__pool *pool, void *const *events, unsigned count,
+                             uint64_t acquired) {
   lock(&pool->lock);
-  for (unsigned i = 0; i < count; i++) ring_push(pool, slot->events[i]);
+  for (unsigned i = 0; i < count; i++) ring_push(pool, events[i]);
   pool->outstanding -= count;
-  pool->acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
+  pool->acquired += acquired;
   unlock(&pool->lock);
-  if (dl_sync__cache_flush_hook != NULL) dl_sync__cache_flush_hook();
-  atomic_store_explicit(&slot->count, 0, DL_SYNC__RELAXED);
-  atomic_store_explicit(&slot->acquired, 0, DL_SYNC__RELAXED);
-  atomic_store_explicit(&slot->pool, NULL, DL_SYNC__RELAXED);
 }
 
-/* The thread-exit hook: the thread is exiting. A dlsync call from a later
-   destructor of the same thread goes to the pools directly. */
-static void cache_destroy(void *object) {
-  thread_cache *cache = object;
-  dl_sync__mutex_lock(&caches_lock);
-  if (cache->prev != NULL)
-    cache->prev->next = cache->next;
-  else
-    caches = cache->next;
-  if (cache->next != NULL) cache->next->prev = cache->prev;
-  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
-  dl_sync__mutex_unlock(&caches_lock);
-  cache->state = CACHE_GONE;
+/* --- what statistics and shutdown ask of the pools (lifecycle.c) --------------------- */
+
+dl_sync__pool *dl_sync__pools_of(const dl_sync_backend *backend, int32_t device_id) {
+  pool_set *set = find_set(backend, 0);
+  return set != NULL ? atomic_load(&set->pools[device_id]) : NULL;
 }
 
-/* Made once, at the first thread's first use. When the library holding this copy is
-   unloaded (or the process exits), the platform forgets the key: threads that live on
-   must not run cache_destroy, whose code goes away with it, and their events are left to
-   the runtime. */
-static void make_cache_key(void) {
-  dl_sync__thread_exit_make(cache_destroy);
-}
-
-/* The thread's first use: its cache joins the list. */
-DL_SYNC__COLD static thread_cache *new_cache(thread_cache *cache) {
-  if (cache->state == CACHE_GONE) return NULL;
-  static dl_sync__once once = DL_SYNC__ONCE_INIT;
-  dl_sync__once_run(&once, make_cache_key);
-  if (dl_sync__thread_exit_set(cache) != 0) return NULL;
-  dl_sync__mutex_lock(&caches_lock);
-  cache->prev = NULL;
-  cache->next = caches;
-  if (caches != NULL) caches->prev = cache;
-  caches = cache;
-  dl_sync__mutex_unlock(&caches_lock);
-  cache->state = CACHE_LIVE;
-  return cache;
-}
-
-/* This thread's cache, or NULL when none can be made (the pools then serve directly). */
-static thread_cache *cache_of_this_thread(void) {
-  thread_cache *cache = &this_thread;
-  return cache->state == CACHE_LIVE ? cache : new_cache(cache);
-}
-
-/* A free slot of cache for pool, flushing one in turn when all are bound. */
-DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *pool) {
-  cache_slot *unbound = NULL;
-  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS && unbound == NULL; i++)
-    if (atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED) == NULL)
-      unbound = &cache->slots[i];
-  if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
-    unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
-    dl_sync__mutex_lock(&caches_lock); /* stats see the events in one place or the other */
-    slot_flush(unbound);
-    dl_sync__mutex_unlock(&caches_lock);
-  }
-  atomic_store_explicit(&unbound->pool, pool, DL_SYNC__RELAXED);
-  return unbound;
-}
-
-/* The slot of this thread bound to the pool of (backend, device, context identity), or
-   NULL. */
-static cache_slot *bound_slot(thread_cache *cache, const dl_sync_backend *backend,
-                              int32_t device_id, uint64_t context_id) {
-  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
-    dl_sync__pool *pool = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
-    if (pool != NULL && pool->backend == backend && pool->device.device_id == device_id &&
-        pool->context_id == context_id)
-      return &cache->slots[i];
-  }
-  return NULL;
-}
-
-int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
-                         uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out) {
-  out->slot = NULL;
-  thread_cache *cache =
-      (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0 ? cache_of_this_thread() : NULL;
-  cache_slot *slot =
-      cache != NULL ? bound_slot(cache, backend, device.device_id, context_id) : NULL;
-  unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
-  if (count != 0) { /* the steady state: no lock, no pool lookup */
-    out->event = slot->events[count - 1];
-    out->pool = atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED);
-    out->slot = slot;
-    atomic_store_explicit(&slot->count, count - 1, DL_SYNC__RELAXED);
-    uint_fast64_t acquired = atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
-    atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
-    return DL_SYNC_OK;
-  }
-  int status = dl_sync__pool_get(backend, device, context, context_id, &out->pool);
-  if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, guard, &out->event);
-  if (status == DL_SYNC_OK && cache != NULL)
-    out->slot = slot != NULL ? slot : bind_slot(cache, out->pool);
-  return status;
-}
-
-void dl_sync__pool_return(const dl_sync__borrowed *borrowed) {
-  cache_slot *slot = borrowed->slot;
-  unsigned count =
-      slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : DL_SYNC__CACHE_EVENTS;
-  if (count == DL_SYNC__CACHE_EVENTS) {
-    dl_sync__pool_release(borrowed->pool, borrowed->event);
-    return;
-  }
-  slot->events[count] = borrowed->event;
-  atomic_store_explicit(&slot->count, count + 1, DL_SYNC__RELAXED);
-}
-
-/* What the thread caches hold for pool: idle events and borrows not yet counted. The
-   caller holds caches_lock, so no event moves between a cache and the pool meanwhile. */
-static void cached_for(dl_sync__pool *pool, uint64_t *idle, uint64_t *acquired) {
-  *idle = *acquired = 0;
-  for (thread_cache *cache = caches; cache != NULL; cache = cache->next)
-    for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
-      cache_slot *slot = &cache->slots[i];
-      if (atomic_load_explicit(&slot->pool, DL_SYNC__RELAXED) != pool) continue;
-      *idle += atomic_load_explicit(&slot->count, DL_SYNC__RELAXED);
-      *acquired += atomic_load_explicit(&slot->acquired, DL_SYNC__RELAXED);
-    }
-}
-
-/* Every thread's cache back to the pools; caller holds caches_lock. */
-static void flush_all_caches(void) {
-  for (thread_cache *cache = caches; cache != NULL; cache = cache->next)
-    for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) slot_flush(&cache->slots[i]);
-}
-
-/* --- statistics and shutdown ------------------------------------------------------- */
-
-/* Adds pool's counters to out; the caller holds caches_lock. */
-static void add_stats(dl_sync__pool *pool, dl_sync_pool_stats *out) {
+void dl_sync__pool_add_stats(dl_sync__pool *pool, uint64_t cached, uint64_t cached_acquired,
+                             dl_sync_pool_stats *out) {
   /* Events in thread caches are idle, not outstanding, as if they were in the pool. */
-  uint64_t cached = 0, cached_acquired = 0;
-  cached_for(pool, &cached, &cached_acquired);
   lock(&pool->lock);
   out->created += pool->created;
   out->destroyed += pool->destroyed;
@@ -456,26 +263,6 @@ static void add_stats(dl_sync__pool *pool, dl_sync_pool_stats *out) {
   out->outstanding += pool->outstanding - cached;
   out->acquired += pool->acquired + cached_acquired;
   unlock(&pool->lock);
-}
-
-int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
-                           dl_sync_pool_stats *out) {
-  static const char *const func = "dl_sync_pool_stats_get";
-  if (backend == NULL || out == NULL)
-    return dl_sync__named(
-        func, dl_sync__error(DL_SYNC_EINVAL, "backend (%p) and out (%p) must not be NULL",
-                             (const void *)backend, (void *)out));
-  if (device_id < 0 || device_id >= DL_SYNC_MAX_DEVICES)
-    return dl_sync__named(func, dl_sync__error(DL_SYNC_EINVAL, "device id %d: expected 0 to %d",
-                                               (int)device_id, DL_SYNC_MAX_DEVICES - 1));
-  *out = (dl_sync_pool_stats){0};
-  pool_set *set = find_set(backend, 0);
-  if (set == NULL) return DL_SYNC_OK;
-  dl_sync__mutex_lock(&caches_lock);
-  for (dl_sync__pool *pool = atomic_load(&set->pools[device_id]); pool != NULL; pool = pool->next)
-    add_stats(pool, out);
-  dl_sync__mutex_unlock(&caches_lock);
-  return DL_SYNC_OK;
 }
 
 /* Whether pool's context is still the one its events were made in: a context destroyed
@@ -514,11 +301,8 @@ static int drain(dl_sync__pool *pool, int *status) {
   return unused;
 }
 
-int dl_sync_shutdown(void) {
+int dl_sync__pools_drain_all(void) {
   int status = DL_SYNC_OK;
-  dl_sync__release_drain();          /* their events go back to the pools first */
-  dl_sync__mutex_lock(&caches_lock); /* held throughout: exiting threads flush into pools */
-  flush_all_caches();
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
     if (atomic_load(&set->backend) == NULL) continue;
@@ -532,35 +316,20 @@ int dl_sync_shutdown(void) {
     }
     atomic_store(&set->backend, NULL);
   }
-  dl_sync__mutex_unlock(&caches_lock);
-  int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
-  if (status == DL_SYNC_OK) status = released;
-  return dl_sync__named("dl_sync_shutdown", status);
-}
-
-/* The caches of a child after fork(): their events are the parent's. The list is made
-   empty; its lock, if a thread of the parent held it at fork time (a thread the child
-   does not have), is made anew. The forking thread's own cache is reset, and its key
-   value cleared so that its exit flushes nothing. */
-static void forget_caches_in_child(void) {
-  dl_sync__mutex_renew(&caches_lock);
-  caches = NULL;
-  memset(&this_thread, 0, sizeof this_thread);
-  dl_sync__thread_exit_set(NULL);
+  return status;
 }
 
 /* In a child after fork() the parent's events mean nothing (a runtime does not carry
    over), and a pool's lock may have been held by a thread that the child does not have:
    the child forgets every pool without touching it (a tensor deleted in the child gives
-   its event to no pool: see dl_sync__pool_release), and the thread caches. The handler
-   runs on the child's only thread, the one that forked. */
+   its event to no pool: see dl_sync__pool_release); the thread caches forget theirs
+   (thread_cache.c). The handler runs on the child's only thread, the one that forked. */
 static void forget_pools_in_child(void) {
   atomic_fetch_add(&fork_generation, 1);
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     for (size_t d = 0; d < DL_SYNC_MAX_DEVICES; d++) atomic_store(&pool_sets[i].pools[d], NULL);
     atomic_store(&pool_sets[i].backend, NULL);
   }
-  forget_caches_in_child();
 }
 
 static void register_fork_handler(void) {
@@ -570,19 +339,4 @@ static void register_fork_handler(void) {
 static void watch_fork(void) {
   static dl_sync__once once = DL_SYNC__ONCE_INIT;
   dl_sync__once_run(&once, register_fork_handler);
-}
-
-/* --- unloading ---------------------------------------------------------------------- */
-
-static const char code_marker; /* an address inside the object that holds this copy */
-
-static void pin(void) {
-  dl_sync__pin_object_at(&code_marker);
-}
-
-/* A graph (or a tensor) that calls back into dlsync may outlive a dlclose of the library
-   holding it: from then on that object stays mapped. */
-void dl_sync__pin_code(void) {
-  static dl_sync__once once = DL_SYNC__ONCE_INIT;
-  dl_sync__once_run(&once, pin);
 }

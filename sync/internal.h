@@ -94,8 +94,10 @@ int dl_sync__check_device(const char *what, DLDevice device);
 static inline void *dl_sync__canonical_handle(DLDevice device, void *handle) {
   uint32_t type = (uint32_t)device.device_type;
   uint32_t bit = type < 32 ? 1u << type : 0;
-  if (handle == NULL && (bit & DL_SYNC__CUDA_TYPES) != 0) return DL_SYNC_STREAM_LEGACY;
-  if (handle == DL_SYNC_STREAM_LEGACY && (bit & DL_SYNC__ROCM_TYPES) != 0) return NULL;
+  if (handle == NULL && (bit & DL_SYNC__CUDA_TYPES) != 0)
+    handle = DL_SYNC_STREAM_LEGACY;
+  else if (handle == DL_SYNC_STREAM_LEGACY && (bit & DL_SYNC__ROCM_TYPES) != 0)
+    handle = NULL;
   return handle;
 }
 /* Two canonical views of one family name one stream: one handle on one device id (the
@@ -235,9 +237,6 @@ typedef struct dl_sync__borrowed {
 int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
                          uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out);
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
-/* Keeps the object that holds dlsync's code mapped for good: called before a graph may
-   call back into dlsync after its holder was unloaded. */
-void dl_sync__pin_code(void);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);

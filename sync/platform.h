@@ -35,6 +35,9 @@ const char *dl_sync__symbol_starting_at(const void *address);
 /* Keeps the object holding address mapped for the rest of the process: an unload of it
    leaves its code in place, for callbacks (graph destructors) that outlive it. */
 void dl_sync__pin_object_at(const void *address);
+/* Keeps the object holding this copy of dlsync mapped for good (once): before a graph or a
+   tensor may call back into it after its holder was unloaded. */
+void dl_sync__pin_this_copy(void);
 
 /* The thread-exit hook, one per copy of dlsync: make it once (on_exit runs on a thread
    that exits with a value set, and is given it), then set the calling thread's value

@@ -192,7 +192,7 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
     free(owner);
     return NULL;
   }
-  dl_sync__pin_code(); /* the tensor's deleter and its graphs call back into this copy */
+  dl_sync__pin_this_copy(); /* the tensor's deleter and its graphs call back into this copy */
   atomic_init(&owner->refs, 1);
   owner->record = (dl_sync_tensor_event_owner){
       .magic = DL_SYNC_TENSOR_EVENT_MAGIC,

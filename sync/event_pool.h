@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Between the event pool (event_pool.c) and the threads' caches in front of it
+   (thread_cache.c); not installed. */
+#ifndef DL_SYNC_EVENT_POOL_H_
+#define DL_SYNC_EVENT_POOL_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+typedef struct spinlock {
+  atomic_bool held;
+} spinlock;
+
+/* One pool: its key is read by the caches (which pool a slot holds events of); the rest
+   is event_pool.c's, under lock. */
+struct dl_sync__pool {
+  spinlock lock;
+  const dl_sync_backend *backend;
+  DLDevice device;
+  void *context;       /* NULL for backends without contexts */
+  uint64_t context_id; /* its identity: the key (0 without contexts) */
+  dl_sync__pool *next; /* the device's other pools (other contexts); set once */
+  unsigned generation; /* fork_generation when made: a child's pools are its own */
+  int retired;         /* left behind by dl_sync_shutdown, under lock */
+  void **ring;         /* idle events, oldest at head */
+  size_t head, count, capacity;
+  uint64_t created, destroyed, outstanding, acquired;
+};
+
+/* event_pool.c: takes back a cache's events and its count of borrows (the caller holds the
+   caches' lock). */
+void dl_sync__pool_take_back(dl_sync__pool *pool, void *const *events, unsigned count,
+                             uint64_t acquired);
+
+/* event_pool.c, for lifecycle.c: the pools of backend's device (newest first, through
+   next; NULL when none), one pool's counters added to out with what the caches hold of it,
+   and every pool retired, its idle events destroyed (the first failure's status). */
+dl_sync__pool *dl_sync__pools_of(const dl_sync_backend *backend, int32_t device_id);
+void dl_sync__pool_add_stats(dl_sync__pool *pool, uint64_t cached, uint64_t cached_acquired,
+                             dl_sync_pool_stats *out);
+int dl_sync__pools_drain_all(void);
+
+/* thread_cache.c: the lock that keeps events from moving between the caches and the pools
+   (statistics, shutdown); what the caches hold for pool (idle events, borrows not yet
+   counted); every cache back to its pools (the caller holds the lock for the last two). */
+void dl_sync__caches_lock(void);
+void dl_sync__caches_unlock(void);
+void dl_sync__caches_count(const dl_sync__pool *pool, uint64_t *idle, uint64_t *acquired);
+void dl_sync__caches_flush_all(void);
+
+#endif /* DL_SYNC_EVENT_POOL_H_ */
