@@ -9,7 +9,7 @@ packages=("$@")
             libamdhip64-dev libdlpack-dev python3-dev python3-numpy python3-torch
             python3-pip python3-setuptools python3-wheel python3-build cython3 python3-mypy
             meson ninja-build python3-pytest gcc-mingw-w64-x86-64 codespell
-            clang-format)
+            clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

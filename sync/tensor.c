@@ -183,10 +183,12 @@ static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_s
 /* A new owner with a pooled event; NULL (and a status) on failure. */
 static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, int *status) {
   tensor_owner *owner = calloc(1, sizeof *owner);
-  *status =
-      owner == NULL ? dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a tensor event") : DL_SYNC_OK;
+  if (owner == NULL) {
+    *status = dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a tensor event");
+    return NULL;
+  }
   void *event = NULL;
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_for_stream(guard, producer, &owner->pool);
+  *status = dl_sync__pool_for_stream(guard, producer, &owner->pool);
   if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, guard, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);

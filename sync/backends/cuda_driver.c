@@ -36,7 +36,9 @@ static dl_sync__runtime driver = {.family = "CUDA driver",
                                   .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
-#define DL_SYNC__CU_POINTER(ret, name, params) ret(*name) params;
+/* a declarator: ret is a type and params a parameter list, which take no parentheses */
+#define DL_SYNC__CU_POINTER(ret, name, params) \
+  ret(*name) params; /* NOLINT(bugprone-macro-parentheses) */
   DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_POINTER)
 #undef DL_SYNC__CU_POINTER
 } api;

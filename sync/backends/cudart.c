@@ -22,7 +22,9 @@ static dl_sync__runtime runtime = {.family = "CUDA runtime",
                                    .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
-#define DL_SYNC__CUDA_POINTER(ret, name, params) ret(*name) params;
+/* a declarator: ret is a type and params a parameter list, which take no parentheses */
+#define DL_SYNC__CUDA_POINTER(ret, name, params) \
+  ret(*name) params; /* NOLINT(bugprone-macro-parentheses) */
   DL_SYNC__CUDA_CALLS(DL_SYNC__CUDA_POINTER)
 #undef DL_SYNC__CUDA_POINTER
   dl_sync__cuda_capture_info_13 capture_info_13; /* CUDA 13 */

@@ -29,7 +29,9 @@ static dl_sync__runtime runtime = {.family = "HIP runtime",
                                    .lock = DL_SYNC__MUTEX_INIT};
 
 static struct {
-#define DL_SYNC__HIP_POINTER(ret, name, params) ret(*name) params;
+/* a declarator: ret is a type and params a parameter list, which take no parentheses */
+#define DL_SYNC__HIP_POINTER(ret, name, params) \
+  ret(*name) params; /* NOLINT(bugprone-macro-parentheses) */
   DL_SYNC__HIP_CALLS(DL_SYNC__HIP_POINTER)
   DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_POINTER)
 #undef DL_SYNC__HIP_POINTER
