@@ -12,41 +12,6 @@
 #include "include/dlsync_testing.h"
 #include "sim_binding.h"
 
-/* --- errors --------------------------------------------------------------------------- */
-
-PyObject *dl_sync_py_sim_raise(const char *call, int error) {
-  PyErr_Format(PyExc_RuntimeError, "dlsync.testing: %s failed: %s (%d)", call,
-               dl_sync_sim_error_name(error), error);
-  return NULL;
-}
-
-/* The handles of the streams made since the last reset (a set of ints; the GIL guards
-   it). The simulator, like a CUDA runtime, reads through any handle it is given, so a
-   stray int would crash the process: the primitives here take only these, the legacy
-   stream (None, 1) and the per-thread stream (2). */
-static PyObject *created_streams;
-
-int dl_sync_py_sim_stream(PyObject *obj, dl_sync_sim_stream **out) {
-  void *handle = NULL;
-  if (dl_sync_py_stream_handle("dlsync.testing", "stream", obj, &handle) != 0) return -1;
-  if (handle != NULL && handle != DL_SYNC_SIM_STREAM_LEGACY &&
-      handle != DL_SYNC_SIM_STREAM_PER_THREAD) {
-    PyObject *key = PyLong_FromVoidPtr(handle);
-    int known = key != NULL ? PySet_Contains(created_streams, key) : -1;
-    Py_XDECREF(key);
-    if (known < 0) return -1;
-    if (!known) {
-      PyErr_Format(PyExc_ValueError,
-                   "dlsync.testing: stream %R is not a stream of the simulated device (made "
-                   "since it was opened), nor 1 (legacy) or 2 (per-thread)",
-                   obj);
-      return -1;
-    }
-  }
-  *out = handle;
-  return 0;
-}
-
 /* --- installing ----------------------------------------------------------------------- */
 
 enum { MAX_TYPES = DL_SYNC_TESTING_MAX_TYPES, MAX_COPIES = DL_SYNC_TESTING_MAX_COPIES };
@@ -143,7 +108,7 @@ static void reset_all(void) {
   dl_sync_shutdown();
   PyEval_RestoreThread(thread);
   dl_sync_py_sim_release_kernels();
-  PySet_Clear(created_streams);
+  dl_sync_py_sim_streams_forget();
 }
 
 static void restore_backends(int count) {
@@ -332,9 +297,7 @@ static PyObject *sim_stream_create(PyObject *module, PyObject *args) {
   int error = dl_sync_sim_stream_create(&stream, flags);
   dl_sync_sim_set_device(current);
   if (error != DL_SYNC_SIM_SUCCESS) return dl_sync_py_sim_raise("dl_sync_sim_stream_create", error);
-  PyObject *handle = PyLong_FromVoidPtr(stream);
-  if (handle != NULL && PySet_Add(created_streams, handle) < 0) Py_CLEAR(handle);
-  return handle;
+  return dl_sync_py_sim_stream_made(stream);
 }
 
 static PyObject *sim_stream_destroy(PyObject *module, PyObject *obj) {
@@ -473,7 +436,7 @@ static struct PyModuleDef sim_def = {
 };
 
 PyObject *dl_sync_py_sim_module(void) {
-  if (created_streams == NULL && (created_streams = PySet_New(NULL)) == NULL) return NULL;
+  if (dl_sync_py_sim_streams_init() != 0) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
   if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {
