@@ -105,6 +105,16 @@ static inline void *dl_sync__canonical_handle(DLDevice device, void *handle) {
     handle = NULL;
   return handle;
 }
+/* Two rows of the stream-argument table (stream.c) that the export's fast path
+   (push_dep.c) reads too: -1 asks for no synchronization, and a value above 2 that fits a
+   pointer names a stream by its handle on either family (which every view leaves as it
+   is). */
+static inline int dl_sync__arg_asks_no_sync(dl_sync_stream_arg arg) {
+  return !arg.is_none && arg.value == -1;
+}
+static inline int dl_sync__arg_is_handle(dl_sync_stream_arg arg) {
+  return !arg.is_none && arg.value > 2 && (uint64_t)arg.value <= UINTPTR_MAX;
+}
 /* Two canonical views of one family name one stream: one handle on one device id (the
    default streams of two devices are two streams). */
 int dl_sync__same_stream(dl_sync_stream a, dl_sync_stream b);

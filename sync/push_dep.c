@@ -200,16 +200,11 @@ static int streams_on(DLDevice device) {
          device.device_id >= 0 && device.device_id < DL_SYNC_MAX_DEVICES;
 }
 
-/* The argument names a stream by its handle (> 2), which every view leaves as it is. */
-static int names_a_handle(dl_sync_stream_arg arg) {
-  return !arg.is_none && arg.value > 2 && (uint64_t)arg.value <= UINTPTR_MAX;
-}
-
 /* The cases that need no runtime: -1, and the producer's own stream. */
 static int needs_no_sync(dl_sync_stream producer, dl_sync_stream_arg consumer) {
-  return streams_on(producer.device) &&
-         ((!consumer.is_none && consumer.value == -1) ||
-          (names_a_handle(consumer) && (uintptr_t)consumer.value == (uintptr_t)producer.handle));
+  return streams_on(producer.device) && (dl_sync__arg_asks_no_sync(consumer) ||
+                                         (dl_sync__arg_is_handle(consumer) &&
+                                          (uintptr_t)consumer.value == (uintptr_t)producer.handle));
 }
 
 /* The consumer's stream, read from the table alone; *needs_order is 0 when there is
@@ -218,7 +213,7 @@ static int resolve(dl_sync_stream *producer, dl_sync_stream_arg consumer,
                    dl_sync_stream *consumer_stream, int *needs_order) {
   *consumer_stream = (dl_sync_stream){producer->device, (void *)(uintptr_t)consumer.value};
   *needs_order = 0;
-  if (!streams_on(producer->device) || !names_a_handle(consumer)) {
+  if (!streams_on(producer->device) || !dl_sync__arg_is_handle(consumer)) {
     int needs_sync = 0;
     int status = dl_sync__stream_from_arg(producer->device, consumer, consumer_stream, &needs_sync);
     if (status != DL_SYNC_OK || !needs_sync) return status;
@@ -253,7 +248,7 @@ int dl_sync_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
 
 int dl_sync_export_calls_runtime(dl_sync_stream producer, dl_sync_stream_arg consumer) {
   if (!streams_on(producer.device) || needs_no_sync(producer, consumer)) return 0;
-  if (names_a_handle(consumer)) return 1; /* another stream than the producer's */
+  if (dl_sync__arg_is_handle(consumer)) return 1; /* another stream than the producer's */
   dl_sync_stream consumer_stream;
   int needs_order = 0;
   dl_sync__quiet(1); /* an argument the export refuses is the export's to report */

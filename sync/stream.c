@@ -33,6 +33,7 @@ static int handle_from_value(DLDevice device, int64_t value, void **out) {
   return DL_SYNC_OK;
 }
 
+/* The table's other rows, with the error for each value it refuses. */
 static int cuda_from_value(DLDevice device, int64_t value, void **out) {
   const char *type = dl_sync__device_type_name(device.device_type);
   switch (value) {
@@ -91,7 +92,7 @@ int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_st
                           (long long)arg.value, dl_sync__device_type_name(device.device_type),
                           (int)device.device_id);
   }
-  if (!arg.is_none && arg.value == -1) return DL_SYNC_OK;
+  if (dl_sync__arg_asks_no_sync(arg)) return DL_SYNC_OK;
 
   void *handle = NULL;
   if (arg.is_none)
