@@ -5,8 +5,8 @@
  * this copy's code mapped, a thread-exit hook, yielding the processor, fork, and the
  * locks, one-time calls and thread-local storage the library uses. platform_posix.c holds
  * the POSIX answers (dlfcn, the dynamic loader's list of objects, pthreads),
- * platform_windows.c the Windows ones; the rest of the library includes no operating
- * system header.
+ * platform_windows.c the Windows ones, platform.c what is the same on both; the rest of
+ * the library includes no operating system header.
  */
 #ifndef DL_SYNC_PLATFORM_H_
 #define DL_SYNC_PLATFORM_H_

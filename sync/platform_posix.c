@@ -73,17 +73,6 @@ void dl_sync__pin_object_at(const void *address) {
   if (file != NULL) dlopen(file, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
-static const char this_copy; /* an address inside the object that holds this copy */
-
-static void pin_this_copy(void) {
-  dl_sync__pin_object_at(&this_copy);
-}
-
-void dl_sync__pin_this_copy(void) {
-  static dl_sync__once once = DL_SYNC__ONCE_INIT;
-  dl_sync__once_run(&once, pin_this_copy);
-}
-
 /* A pthread key: the key's destructor is the hook. Unloading
    this copy (or the process's exit) deletes the key: later thread exits run nothing. */
 static pthread_key_t exit_key;

@@ -102,17 +102,6 @@ void dl_sync__pin_object_at(const void *address) {
   module_at(address, GET_MODULE_HANDLE_EX_FLAG_PIN);
 }
 
-static const char this_copy; /* an address inside the object that holds this copy */
-
-static void pin_this_copy(void) {
-  dl_sync__pin_object_at(&this_copy);
-}
-
-void dl_sync__pin_this_copy(void) {
-  static dl_sync__once once = DL_SYNC__ONCE_INIT;
-  dl_sync__once_run(&once, pin_this_copy);
-}
-
 /* A fiber-local storage slot, whose callback is the hook: Windows calls it when a thread
    (or fiber) with a value set exits. The slot is never freed: freeing it while the process
    exits (DLL detach) would run the callback on other threads' values, and could wait for a

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What platform.h offers that is the same on every system, over the system's own file. */
+#include "platform.h"
+
+static const char this_copy; /* an address inside the object that holds this copy */
+
+static void pin_this_copy(void) {
+  dl_sync__pin_object_at(&this_copy);
+}
+
+void dl_sync__pin_this_copy(void) {
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, pin_this_copy);
+}
