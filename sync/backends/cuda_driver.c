@@ -19,6 +19,7 @@
 
 #include "cuda_driver_api.h"
 #include "loader.h"
+#include "user_object.h"
 
 static const char *const driver_sonames[] = {DL_SYNC__CUDA_DRIVER_FILE, NULL};
 
@@ -305,31 +306,40 @@ static int cu_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   return code;
 }
 
-/* User-object destructors run on a driver thread and may not call CUDA: release only
-   gives the event back to dlsync's pool. */
-static int cu_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
-  (void)ctx;
-  int code = need_driver();
-  if (code != 0) {
-    release(object);
-    return code;
-  }
+static int cu_capturing_graph(void *stream, void **graph) {
+  DL_SYNC__NEED_DRIVER();
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUgraph graph = NULL;
-  code = api.cuStreamGetCaptureInfo((CUstream)stream, &status, NULL, &graph, NULL, NULL);
+  CUgraph captured = NULL;
+  int code = api.cuStreamGetCaptureInfo((CUstream)stream, &status, NULL, &captured, NULL, NULL);
   if (code == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
     code = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  CUuserObject user_object = NULL;
-  if (code == CUDA_SUCCESS)
-    code =
-        api.cuUserObjectCreate(&user_object, object, release, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
-  if (code != CUDA_SUCCESS) {
-    release(object);
-    return code;
-  }
-  code = api.cuGraphRetainUserObject(graph, user_object, 1, CU_GRAPH_USER_OBJECT_MOVE);
-  if (code != CUDA_SUCCESS) api.cuUserObjectRelease(user_object, 1); /* runs release */
+  *graph = captured;
   return code;
+}
+
+/* User-object destructors run on a driver thread and may not call CUDA: release only
+   gives the event back to dlsync's pool. */
+static int cu_user_object_create(void **user_object, void *object, void (*release)(void *)) {
+  CUuserObject made = NULL;
+  int code = api.cuUserObjectCreate(&made, object, release, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+  *user_object = made;
+  return code;
+}
+
+static int cu_move_to_graph(void *graph, void *user_object) {
+  return api.cuGraphRetainUserObject((CUgraph)graph, (CUuserObject)user_object, 1,
+                                     CU_GRAPH_USER_OBJECT_MOVE);
+}
+
+static void cu_user_object_drop(void *user_object) {
+  api.cuUserObjectRelease((CUuserObject)user_object, 1);
+}
+
+static int cu_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
+  (void)ctx;
+  static const dl_sync__user_object_calls calls = {cu_capturing_graph, cu_user_object_create,
+                                                   cu_move_to_graph, cu_user_object_drop};
+  return dl_sync__graph_retain_with(&calls, stream, object, release);
 }
 
 static const char *cu_error_name(void *ctx, int code) {

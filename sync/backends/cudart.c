@@ -11,6 +11,7 @@
 
 #include "cuda_api.h"
 #include "loader.h"
+#include "user_object.h"
 
 static int resolve(dl_sync__runtime *rt);
 
@@ -152,33 +153,42 @@ static int cuda_capture_info(void *ctx, void *stream, dl_sync_capture_info *out)
   return consumed(error);
 }
 
-/* User-object destructors run on a runtime thread and may not call CUDA: release only
-   gives the event back to dlsync's pool. */
-static int cuda_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
-  (void)ctx;
-  if (!dl_sync__runtime_find(&runtime, 0)) {
-    release(object);
-    return DL_SYNC__NO_RUNTIME;
-  }
+static int cuda_capturing_graph(void *stream, void **graph) {
+  if (!dl_sync__runtime_find(&runtime, 0)) return DL_SYNC__NO_RUNTIME;
   int status = cudaStreamCaptureStatusNone;
-  cudaGraph_t graph = NULL;
-  cudaError_t error = capture_query((cudaStream_t)stream, &status, NULL, &graph);
+  cudaGraph_t captured = NULL;
+  cudaError_t error = capture_query((cudaStream_t)stream, &status, NULL, &captured);
   if (error == cudaSuccess && status != cudaStreamCaptureStatusActive)
     error = cudaErrorStreamCaptureUnmatched;
-  cudaUserObject_t user_object = NULL;
-  if (error == cudaSuccess)
-    error =
-        api.cudaUserObjectCreate(&user_object, object, release, 1, cudaUserObjectNoDestructorSync);
-  if (error != cudaSuccess) {
-    release(object);
-    return consumed(error);
-  }
-  error = api.cudaGraphRetainUserObject(graph, user_object, 1, cudaGraphUserObjectMove);
-  if (error != cudaSuccess) {
-    api.cudaGetLastError();
-    api.cudaUserObjectRelease(user_object, 1); /* runs release */
-  }
+  *graph = captured;
   return consumed(error);
+}
+
+/* User-object destructors run on a runtime thread and may not call CUDA: release only
+   gives the event back to dlsync's pool. */
+static int cuda_user_object_create(void **user_object, void *object, void (*release)(void *)) {
+  cudaUserObject_t made = NULL;
+  cudaError_t error =
+      api.cudaUserObjectCreate(&made, object, release, 1, cudaUserObjectNoDestructorSync);
+  *user_object = made;
+  return consumed(error);
+}
+
+static int cuda_move_to_graph(void *graph, void *user_object) {
+  return consumed(api.cudaGraphRetainUserObject((cudaGraph_t)graph, (cudaUserObject_t)user_object,
+                                                1, cudaGraphUserObjectMove));
+}
+
+static void cuda_user_object_drop(void *user_object) {
+  api.cudaUserObjectRelease((cudaUserObject_t)user_object, 1);
+  api.cudaGetLastError();
+}
+
+static int cuda_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
+  (void)ctx;
+  static const dl_sync__user_object_calls calls = {cuda_capturing_graph, cuda_user_object_create,
+                                                   cuda_move_to_graph, cuda_user_object_drop};
+  return dl_sync__graph_retain_with(&calls, stream, object, release);
 }
 
 static const char *cuda_error_name(void *ctx, int code) {

@@ -18,6 +18,7 @@
 
 #include "hip_api.h"
 #include "loader.h"
+#include "user_object.h"
 
 static int resolve(dl_sync__runtime *rt);
 
@@ -168,28 +169,39 @@ static int hip_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) 
   return consumed(error);
 }
 
-static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
-  (void)ctx;
+static int hip_capturing_graph(void *stream, void **graph) {
   int status = hipStreamCaptureStatusNone;
-  hipGraph_t graph = NULL;
+  hipGraph_t captured = NULL;
   hipError_t error =
-      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, &graph, NULL, NULL);
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, &captured, NULL, NULL);
   if (error == hipSuccess && status != hipStreamCaptureStatusActive)
     error = hipErrorStreamCaptureUnmatched;
-  hipUserObject_t user_object = NULL;
-  if (error == hipSuccess)
-    error =
-        api.hipUserObjectCreate(&user_object, object, release, 1, hipUserObjectNoDestructorSync);
-  if (error != hipSuccess) {
-    release(object);
-    return consumed(error);
-  }
-  error = api.hipGraphRetainUserObject(graph, user_object, 1, hipGraphUserObjectMove);
-  if (error != hipSuccess) {
-    api.hipGetLastError();
-    api.hipUserObjectRelease(user_object, 1); /* runs release */
-  }
+  *graph = captured;
   return consumed(error);
+}
+
+static int hip_user_object_create(void **user_object, void *object, void (*release)(void *)) {
+  hipUserObject_t made = NULL;
+  hipError_t error =
+      api.hipUserObjectCreate(&made, object, release, 1, hipUserObjectNoDestructorSync);
+  *user_object = made;
+  return consumed(error);
+}
+
+static int hip_move_to_graph(void *graph, void *user_object) {
+  return consumed(api.hipGraphRetainUserObject((hipGraph_t)graph, (hipUserObject_t)user_object, 1,
+                                               hipGraphUserObjectMove));
+}
+
+static void hip_user_object_drop(void *user_object) {
+  consumed(api.hipUserObjectRelease((hipUserObject_t)user_object, 1));
+}
+
+static int hip_graph_retain(void *ctx, void *stream, void *object, void (*release)(void *)) {
+  (void)ctx;
+  static const dl_sync__user_object_calls calls = {hip_capturing_graph, hip_user_object_create,
+                                                   hip_move_to_graph, hip_user_object_drop};
+  return dl_sync__graph_retain_with(&calls, stream, object, release);
 }
 
 static const char *hip_error_name(void *ctx, int code) {

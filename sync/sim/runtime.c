@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
-/* The simulator's global state: devices, agents, thread-local caches, jitter (reset.c
-   forgets it). */
+/* The simulator's global state: the current device, agent numbers, jitter and the small
+   containers every file uses (reset.c forgets it). It calls no other file of the
+   simulator: streams (stream.c) and host agents (thread.c) are made above it. */
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "sim_internal.h"
@@ -18,15 +18,12 @@ sim_state dl_sync__sim = {
 static _Thread_local struct {
   uint64_t generation;
   int32_t device;
-  int agent; /* -1: none yet */
-  dl_sync_sim_stream *per_thread[DL_SYNC_SIM_DEVICES];
 } local;
 
 static void refresh_local(void) {
   if (local.generation == dl_sync__sim.generation) return;
-  memset(&local, 0, sizeof local);
   local.generation = dl_sync__sim.generation;
-  local.agent = -1;
+  local.device = 0;
 }
 
 int dl_sync__sim_current_device(void) {
@@ -53,44 +50,6 @@ int dl_sync_sim_set_device(int32_t device) {
 
 int dl_sync__sim_new_agent(void) {
   return dl_sync__sim.next_agent < SIM_MAX_AGENTS ? dl_sync__sim.next_agent++ : -1;
-}
-
-int dl_sync__sim_host_agent(sim_clock **clock) {
-  refresh_local();
-  if (local.agent < 0) {
-    int agent = dl_sync__sim_new_agent();
-    if (agent < 0) return -1;
-    dl_sync__sim.host_clocks[agent] = calloc(1, sizeof(sim_clock));
-    if (dl_sync__sim.host_clocks[agent] == NULL) return -1;
-    local.agent = agent;
-    dl_sync__sim_thread_inherit(dl_sync__sim.host_clocks[agent]);
-  }
-  *clock = dl_sync__sim.host_clocks[local.agent];
-  return local.agent;
-}
-
-int dl_sync__sim_existing_host_agent(sim_clock **clock) {
-  refresh_local();
-  if (local.agent >= 0) *clock = dl_sync__sim.host_clocks[local.agent];
-  return local.agent;
-}
-
-dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream) {
-  int32_t device = dl_sync__sim_current_device();
-  if (stream == NULL || stream == DL_SYNC_SIM_STREAM_LEGACY) {
-    if (dl_sync__sim.legacy[device] == NULL)
-      dl_sync__sim.legacy[device] =
-          dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 1, 0);
-    return dl_sync__sim.legacy[device];
-  }
-  if (stream == DL_SYNC_SIM_STREAM_PER_THREAD) {
-    if (local.per_thread[device] == NULL)
-      local.per_thread[device] = dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
-    return local.per_thread[device];
-  }
-  stream = dl_sync__sim_untag(stream);
-  if (stream == NULL) return NULL; /* none of ours */
-  return stream->magic == SIM_STREAM_MAGIC && !stream->destroyed ? stream : NULL;
 }
 
 static uint64_t mix(uint64_t x) {

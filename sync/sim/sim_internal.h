@@ -159,10 +159,6 @@ enum {
 /* runtime.c (lock held unless noted) */
 int dl_sync__sim_current_device(void);
 int dl_sync__sim_new_agent(void);
-/* The calling host thread's agent and clock (made on first use). */
-int dl_sync__sim_host_agent(sim_clock **clock);
-/* The same without making one: -1 when the thread has none since the last reset. */
-int dl_sync__sim_existing_host_agent(sim_clock **clock);
 /* The handle a stream is known by outside the simulator: its address with the top byte
    DL_SYNC_SIM_STREAM_TAG, so that no copy of dlsync hands it to a real driver; and back,
    NULL for a handle without the tag. (32-bit: the address itself.) */
@@ -184,9 +180,6 @@ static inline dl_sync_sim_stream *dl_sync__sim_untag(dl_sync_sim_stream *handle)
   return handle;
 }
 #endif
-/* Resolves the special handles (NULL, 1, 2) and a stream's handle, and checks the magic;
-   NULL if invalid. */
-dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream);
 void dl_sync__sim_jitter(const dl_sync_sim_stream *stream, uint64_t seq); /* lock not held */
 int dl_sync__sim_deps_add(sim_deps *deps, dl_sync_sim_stream *stream, uint64_t seq);
 int dl_sync__sim_nodes_add(sim_nodes *nodes, size_t node);
@@ -199,6 +192,9 @@ void dl_sync__sim_clock_join(sim_clock *into, const sim_clock *from);
 void dl_sync__sim_events_retire(void);
 
 /* stream.c */
+/* Resolves the special handles (NULL, 1, 2), making the default stream they name on
+   first use, and a stream's handle, and checks the magic; NULL if invalid (lock held). */
+dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream);
 dl_sync_sim_stream *dl_sync__sim_stream_new(int32_t device, unsigned flags, int is_legacy,
                                             int is_per_thread);
 /* Appends op to stream (lock held); wakes its worker. */
@@ -234,9 +230,11 @@ void dl_sync__sim_sync_clocks_free(void);
    calls still go through a sanitizer's interceptors, if any, but the simulator's pass
    them to the C library untouched (they would take the simulator's lock). */
 void dl_sync__sim_own_thread_call(int own);
-/* A new host agent's clock starts from what its thread inherited at its creation (lock
-   held). */
-void dl_sync__sim_thread_inherit(sim_clock *clock);
+/* The calling host thread's agent and clock, made on first use: its clock starts from
+   what the thread inherited at its creation (lock held). */
+int dl_sync__sim_host_agent(sim_clock **clock);
+/* The same without making one: -1 when the thread has none since the last reset. */
+int dl_sync__sim_existing_host_agent(sim_clock **clock);
 void dl_sync__sim_thread_exits_free(void); /* lock held */
 
 /* What a thread created through the simulator's pthread_create receives from its

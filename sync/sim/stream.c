@@ -2,6 +2,7 @@
 /* Streams: in-order queues run by one worker thread each, the legacy stream's implicit
    synchronization, kernels, host accesses and host synchronization. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim_internal.h"
 
@@ -69,6 +70,36 @@ void dl_sync__sim_stream_free(dl_sync_sim_stream *stream) {
   free(stream->capture_deps.items);
   stream->magic = 0;
   free(stream);
+}
+
+/* This host thread's per-thread default streams; stale when generation differs from
+   dl_sync__sim.generation. */
+static _Thread_local struct {
+  uint64_t generation;
+  dl_sync_sim_stream *streams[DL_SYNC_SIM_DEVICES];
+} per_thread;
+
+dl_sync_sim_stream *dl_sync__sim_resolve(dl_sync_sim_stream *stream) {
+  int32_t device = dl_sync__sim_current_device();
+  if (stream == NULL || stream == DL_SYNC_SIM_STREAM_LEGACY) {
+    if (dl_sync__sim.legacy[device] == NULL)
+      dl_sync__sim.legacy[device] =
+          dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 1, 0);
+    return dl_sync__sim.legacy[device];
+  }
+  if (stream == DL_SYNC_SIM_STREAM_PER_THREAD) {
+    if (per_thread.generation != dl_sync__sim.generation) {
+      memset(&per_thread, 0, sizeof per_thread);
+      per_thread.generation = dl_sync__sim.generation;
+    }
+    if (per_thread.streams[device] == NULL)
+      per_thread.streams[device] =
+          dl_sync__sim_stream_new(device, DL_SYNC_SIM_STREAM_DEFAULT, 0, 1);
+    return per_thread.streams[device];
+  }
+  stream = dl_sync__sim_untag(stream);
+  if (stream == NULL) return NULL; /* none of ours */
+  return stream->magic == SIM_STREAM_MAGIC && !stream->destroyed ? stream : NULL;
 }
 
 void dl_sync__sim_enqueue(dl_sync_sim_stream *stream, sim_op *op) {

@@ -140,18 +140,52 @@ static const sim_birth *own_birth(void) {
   return key_made ? pthread_getspecific(birth_key) : NULL;
 }
 
+/* The calling host thread's agent; stale when its generation differs from
+   dl_sync__sim.generation. */
+static _Thread_local struct {
+  uint64_t generation;
+  int agent; /* -1: none yet */
+} host;
+
+static void refresh_host(void) {
+  if (host.generation == dl_sync__sim.generation) return;
+  host.generation = dl_sync__sim.generation;
+  host.agent = -1;
+}
+
+/* A new host agent's clock starts from what its thread inherited at its creation. */
+static void inherit(sim_clock *clock) {
+  const sim_birth *birth = own_birth();
+  if (birth != NULL && birth->generation == dl_sync__sim.generation)
+    dl_sync__sim_clock_join(clock, &birth->clock);
+}
+
+int dl_sync__sim_host_agent(sim_clock **clock) {
+  refresh_host();
+  if (host.agent < 0) {
+    int agent = dl_sync__sim_new_agent();
+    if (agent < 0) return -1;
+    dl_sync__sim.host_clocks[agent] = calloc(1, sizeof(sim_clock));
+    if (dl_sync__sim.host_clocks[agent] == NULL) return -1;
+    host.agent = agent;
+    inherit(dl_sync__sim.host_clocks[agent]);
+  }
+  *clock = dl_sync__sim.host_clocks[host.agent];
+  return host.agent;
+}
+
+int dl_sync__sim_existing_host_agent(sim_clock **clock) {
+  refresh_host();
+  if (host.agent >= 0) *clock = dl_sync__sim.host_clocks[host.agent];
+  return host.agent;
+}
+
 /* What the calling thread knows (lock held): its host clock, else what it inherited at
    birth if nothing reset the simulator since; NULL when nothing. */
 static const sim_clock *knowledge(const sim_birth *birth) {
   sim_clock *clock = NULL;
   if (dl_sync__sim_existing_host_agent(&clock) >= 0) return clock;
   return birth != NULL && birth->generation == dl_sync__sim.generation ? &birth->clock : NULL;
-}
-
-void dl_sync__sim_thread_inherit(sim_clock *clock) {
-  const sim_birth *birth = own_birth();
-  if (birth != NULL && birth->generation == dl_sync__sim.generation)
-    dl_sync__sim_clock_join(clock, &birth->clock);
 }
 
 /* The key's destructor: the thread is exiting; its clock waits for pthread_join. */
