@@ -224,11 +224,19 @@ if step build; then
   fi
 fi
 
-# The modes every ordering suite reports (tests/gpu/test_gpu_ordering.c): each needs its
-# line, and every control of it must have observed its race. two-devices may be skipped.
-required_modes="stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global
-  capture-thread-local capture-relaxed external-wait threads"
+# The modes each gated suite reports (tests/gpu/test_gpu_*.c): each needs its line, and
+# every control of it must have observed its race. two-devices may be skipped.
+required_modes_of() {
+  case "$1" in
+    gpu_ordering_*) echo "stream-argument n0 n1 legacy-stream per-thread-stream stream-0
+      capture-global capture-thread-local capture-relaxed external-wait threads" ;;
+    gpu_contexts) echo "created-contexts default-stream-other-context reset capture-cold-context
+      capture-survives-synchronize" ;;
+    gpu_release) echo "release-reuse-stream release-deferred release-capture" ;;
+  esac
+}
 optional_modes="two-devices"
+gated_suite() { [[ "$1" == gpu_ordering_* || "$1" == gpu_contexts || "$1" == gpu_release ]]; }
 counts_of() { # "ordered runs N, control runs M, controls that observed a race K" -> N M K
   sed -nE 's/.*ordered runs ([0-9]+), control runs ([0-9]+), controls that observed a race ([0-9]+).*/\1 \2 \3/p' <<<"$1"
 }
@@ -239,7 +247,7 @@ if step suites && ! failed build; then
   within ctest --test-dir "$build" -L gpu -V >"$log_dir/gpu-suites.log" 2>&1
   ctest_status=$?
   suites_ran=1
-  grep -E "^[0-9]+: (.*: summary:|.*: mode |.*skipped:|\[  FAILED  \] [a-z]|.*(expected the race|timed out|ran before|wrong values|another thread|events created|device [0-9]:))" \
+  grep -E "^[0-9]+: (.*: summary:|.*(expected the race|expected the hazard|timed out|ran before|wrong values|another thread|events created|events made|after its reset|deleter|device [0-9]:))" \
     "$log_dir/gpu-suites.log" | sed 's/^[0-9]*: /  /' | awk '!seen[$0]++' | head -80
   device_line=$(sed -nE 's/^[0-9]+: (device 0: .*)/\1/p' "$log_dir/gpu-suites.log" | head -n 1)
   # One line per suite from ctest's result lines ("1/4 Test  #9: name .....   Passed  0.1 sec").
@@ -264,8 +272,8 @@ if step suites && ! failed build; then
     [ -n "$summary" ] && counts=" (ordered runs $ordered, control runs $controls, controls that observed a race $raced)"
     mode_lines=()
     mode_failures=""
-    if [[ "$name" == gpu_ordering_* ]] && [ "$result" = Passed ]; then
-      for mode in $required_modes $optional_modes; do
+    if gated_suite "$name" && [ "$result" = Passed ]; then
+      for mode in $(required_modes_of "$name") $optional_modes; do
         line=$(grep -E "^[^ ]+: mode $mode: " <<<"$output" | tail -1 | sed -E "s/^[^ ]+: mode $mode: //")
         if [ -z "$line" ]; then
           [[ " $optional_modes " == *" $mode "* ]] && continue
@@ -288,7 +296,7 @@ if step suites && ! failed build; then
     fi
     case "$result" in
       Passed)
-        if [[ "$name" == gpu_ordering_* ]] && { [ -z "$summary" ] || [ "${controls:-0}" -eq 0 ] || [ "$raced" != "$controls" ]; }; then
+        if gated_suite "$name" && { [ -z "$summary" ] || [ "${controls:-0}" -eq 0 ] || [ "$raced" != "$controls" ]; }; then
           line="FAILED: passed without every control observing its race$counts"
           failures+=("$name")
         elif [ -n "$mode_failures" ]; then

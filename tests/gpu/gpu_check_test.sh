@@ -42,14 +42,22 @@ cat >"$work/suite.sh" <<'EOF'
 touch "$FAKE_WORK/ran-$1"
 name=$1
 modes() { # every mode's line; $1: a mode left out, $2: a mode whose controls raced 1 of 2
-  for mode in stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global \
-              capture-thread-local capture-relaxed external-wait threads; do
+  case "$name" in
+    gpu_contexts) all="created-contexts default-stream-other-context reset capture-cold-context
+                       capture-survives-synchronize" ;;
+    gpu_release) all="release-reuse-stream release-deferred release-capture" ;;
+    *) all="stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global
+            capture-thread-local capture-relaxed external-wait threads" ;;
+  esac
+  for mode in $all; do
     [ "$mode" = "$1" ] && continue
     raced=2
     [ "$mode" = "$2" ] && raced=1
     echo "$name: mode $mode: ordered runs 53, control runs 2, controls that observed a race $raced"
   done
-  echo "$name: mode two-devices: skipped: one CUDA device (the two-device scenario needs two)"
+  case "$name" in gpu_ordering_*)
+    echo "$name: mode two-devices: skipped: one CUDA device (the two-device scenario needs two)" ;;
+  esac
 }
 summary() { echo "$name: summary: ordered runs 120, control runs 40, controls that observed a race $1"; }
 case "$FAKE_SUITES" in
@@ -57,8 +65,8 @@ case "$FAKE_SUITES" in
   pass) echo "device 0: NVIDIA H200, sm_90, CUDA runtime 13.0, driver supports 13.0"
         modes "" ""; summary 40 ;;
   unraced) modes "" ""; summary 39 ;;
-  mode-unraced) modes "" capture-relaxed; summary 40 ;;
-  mode-missing) modes threads ""; summary 40 ;;
+  mode-unraced) modes "" "${FAKE_MODE:-capture-relaxed}"; summary 40 ;;
+  mode-missing) modes "${FAKE_MODE:-threads}" ""; summary 40 ;;
   hang) sleep 120 ;;
 esac
 EOF
@@ -91,7 +99,7 @@ case "$FAKE_PYTHON" in
 esac
 EOF
 chmod +x "$work/bin/nvidia-smi" "$work/bin/rocm-smi" "$work/suite.sh" "$work/bin/fake-python"
-for suite in gpu_ordering_legacy gpu_ordering_per_thread hip_device; do
+for suite in gpu_ordering_legacy gpu_ordering_per_thread gpu_contexts gpu_release hip_device; do
   echo "add_test($suite \"$work/suite.sh\" \"$suite\")"
   echo "set_tests_properties($suite PROPERTIES LABELS \"gpu\" SKIP_RETURN_CODE 77)"
 done >"$work/build/CTestTestfile.cmake"
@@ -145,6 +153,18 @@ check "a mode whose controls did not all observe the race fails, by name" nvidia
 check "a mode without its line fails, by name" nvidia mode-missing 330 1 \
   "suite gpu_ordering_legacy / threads: FAILED: the suite printed no line for this mode" \
   "gpu-check: FAILED"
+check "the contexts and release suites: a line per mode, with its counts" nvidia pass 330 0 \
+  "suite gpu_contexts / reset: passed \(ordered runs 53, control runs 2, controls that observed a race 2\)" \
+  "suite gpu_contexts / capture-survives-synchronize: passed" \
+  "suite gpu_release / release-reuse-stream: passed" "suite gpu_release / release-deferred: passed" \
+  "suite gpu_release / release-capture: passed" "gpu-check: PASSED"
+FAKE_MODE=release-deferred check "a release control that saw no race fails, by name" nvidia mode-unraced 330 1 \
+  "suite gpu_release: FAILED: modes: release-deferred" \
+  "suite gpu_release / release-deferred: FAILED: not every control observed its race" \
+  "suite gpu_ordering_legacy: passed" "gpu-check: FAILED"
+FAKE_MODE=created-contexts check "a contexts mode without its line fails, by name" nvidia mode-missing 330 1 \
+  "suite gpu_contexts / created-contexts: FAILED: the suite printed no line for this mode" \
+  "suite gpu_release: passed" "gpu-check: FAILED"
 check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s reached, not running" \
   "gpu-check: FAILED"
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }

@@ -20,49 +20,18 @@
  * Without a device every test is skipped with the runtime's reason (exit 77).
  */
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <cmocka.h>
 
-#include "dlsync/dlsync.h"
-#include "gpu_runtime.h"
-#include "kernels.h"
-
-#ifndef DL_SYNC_TEST_VARIANT
-#define DL_SYNC_TEST_VARIANT "legacy"
-#endif
+#include "gpu_suite.h"
 
 enum {
-  COUNT = 1 << 16,
-  EXIT_SKIPPED = 77,
-  SLOTS = 64,         /* per-launch mismatch counters of a graph */
-  ORDERED_GATED = 3,  /* gated runs with the dependency, per scenario */
-  CONTROL_GATED = 2,  /* gated runs without it, per scenario */
-  UNGATED = 50,       /* ordered runs back to back: the event pool's steady state */
   GRAPH_GATED = 3,    /* gated replays per graph */
   GRAPH_UNGATED = 40, /* replays with the gate left open */
   CAPTURE_THREADS = 2 /* threads capturing concurrently, per capture mode */
 };
-/* How long an ordered run keeps the gate closed: a consumer that dlsync left unordered
- * would finish in it (microseconds); an ordered one cannot run in it at all. */
-static const long long RACE_WINDOW_NS = 20 * 1000 * 1000LL;
-/* Bound on waits that end as soon as the awaited kernel has run: a control's consumer, a
- * launch that nothing holds. Never reached when the kernel can run. */
-static const long long RUNS_SOON_NS = 2 * 1000 * 1000 * 1000LL;
 
-static char no_device[256];
-static int device_count;
-static atomic_int ordered_runs, control_runs, controls_raced;
-
-/* The modes the suite reports one line each for, with their own counts: every scenario,
- * each capture mode, threads. gpu-check.sh requires a line per mode, and every control of
- * a mode to have observed its race. */
+/* The modes: every scenario, each capture mode, threads. */
 typedef enum suite_mode {
   MODE_STREAM_ARGUMENT,
   MODE_N0,
@@ -90,196 +59,6 @@ static const char *const mode_names[MODES] = {"stream-argument",
                                               "capture-relaxed",
                                               "external-wait",
                                               "threads"};
-static atomic_int mode_ordered[MODES], mode_controls[MODES], mode_raced[MODES];
-static char mode_skipped[MODES][128]; /* why a mode did not run here (one device, ...) */
-/* The mode judge() counts for: set by the test running (judge runs on the main thread). */
-static suite_mode current_mode;
-
-static void count_ordered(int runs) {
-  atomic_fetch_add(&ordered_runs, runs);
-  atomic_fetch_add(&mode_ordered[current_mode], runs);
-}
-
-/* Skips the running test with its reason, and reports its mode as skipped for it. */
-#define SKIP_MODE(...)                                                                    \
-  do {                                                                                    \
-    snprintf(mode_skipped[current_mode], sizeof mode_skipped[current_mode], __VA_ARGS__); \
-    print_message("skipped: %s\n", mode_skipped[current_mode]);                           \
-    skip();                                                                               \
-  } while (0)
-
-#define CUDA_OK(call)                                                               \
-  do {                                                                              \
-    cudaError_t error_ = (call);                                                    \
-    if (error_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorName(error_)); \
-  } while (0)
-#define KERNEL_OK(call)                                                                \
-  do {                                                                                 \
-    int error_ = (call);                                                               \
-    if (error_ != 0) fail_msg("%s: %s", #call, cudaGetErrorName((cudaError_t)error_)); \
-  } while (0)
-#define DL_OK(call)                                                            \
-  do {                                                                         \
-    if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error()); \
-  } while (0)
-
-/* The name a runtime function has in this build (the HIP one under DL_SYNC_TEST_HIP). */
-#define NAME_OF(function) NAME_OF_EXPANDED(function)
-#define NAME_OF_EXPANDED(function) #function
-
-static long long now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-/* Polls a flag a kernel sets; returns whether it was seen within limit_ns. */
-static int seen_within(volatile int *flag, long long limit_ns) {
-  long long end = now_ns() + limit_ns;
-  struct timespec pause = {0, 10000};
-  while (*flag == 0) {
-    if (now_ns() > end) return 0;
-    nanosleep(&pause, NULL);
-  }
-  atomic_thread_fence(memory_order_acquire);
-  return 1;
-}
-
-static void flag_set(volatile int *flag, int value) {
-  atomic_thread_fence(memory_order_release);
-  *flag = value;
-  atomic_thread_fence(memory_order_seq_cst);
-}
-
-static dl_sync_stream on_device(int device, void *stream) {
-  return dl_sync_stream_view((DLDevice){GPU_DEVICE_TYPE, device}, stream);
-}
-static dl_sync_stream on(void *stream) {
-  return on_device(0, stream);
-}
-
-/* A producer stream a, a consumer stream b, a buffer, per-launch mismatch counters and
- * the gate's flags. */
-typedef struct world {
-  cudaStream_t a, b;
-  int *data;
-  unsigned *launch;
-  unsigned long long *mismatches;
-  gpu_flags *flags, *device_flags;
-} world;
-
-/* The gates of the worlds alive, so that a test that fails while one is closed (cmocka
- * leaves the test at the failed check) does not leave its streams held: teardown opens
- * them all. */
-static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
-static gpu_flags *gates[16]; /* more worlds than this at once never hold a gate */
-
-static void gate_register(gpu_flags *flags, gpu_flags *replaced) {
-  pthread_mutex_lock(&gates_lock);
-  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
-    if (gates[i] == replaced) {
-      gates[i] = flags;
-      break;
-    }
-  pthread_mutex_unlock(&gates_lock);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  if (no_device[0] != '\0') return 0;
-  pthread_mutex_lock(&gates_lock);
-  for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
-    if (gates[i] != NULL) flag_set(&gates[i]->open, 1);
-  pthread_mutex_unlock(&gates_lock);
-  cudaSetDevice(0);
-  cudaDeviceSynchronize();
-  return 0;
-}
-
-static int world_make(world *w) {
-  *w = (world){0};
-  int ok = cudaStreamCreateWithFlags(&w->a, cudaStreamNonBlocking) == cudaSuccess &&
-           cudaStreamCreateWithFlags(&w->b, cudaStreamNonBlocking) == cudaSuccess &&
-           cudaMalloc((void **)&w->data, COUNT * sizeof(int)) == cudaSuccess &&
-           cudaMalloc((void **)&w->launch, sizeof *w->launch) == cudaSuccess &&
-           cudaMalloc((void **)&w->mismatches, SLOTS * sizeof *w->mismatches) == cudaSuccess &&
-           gpu_flags_create(&w->flags, &w->device_flags) == 0 &&
-           cudaMemset(w->launch, 0, sizeof *w->launch) == cudaSuccess &&
-           cudaDeviceSynchronize() == cudaSuccess;
-  if (w->flags != NULL) gate_register(w->flags, NULL);
-  return ok ? 0 : -1;
-}
-
-static void world_free(world *w) {
-  cudaStreamSynchronize(w->a);
-  cudaStreamSynchronize(w->b);
-  cudaFree(w->data);
-  cudaFree(w->launch);
-  cudaFree(w->mismatches);
-  if (w->flags != NULL) {
-    gate_register(NULL, w->flags);
-    gpu_flags_destroy(w->flags);
-  }
-  cudaStreamDestroy(w->a);
-  cudaStreamDestroy(w->b);
-}
-
-/* The buffer back to stale values, the counters to zero, the gate closed. No gate is held
- * when this runs. */
-static cudaError_t world_reset(world *w, int gate_open) {
-  cudaError_t error = cudaMemset(w->data, 0xff, COUNT * sizeof(int)); /* GPU_STALE */
-  if (error == cudaSuccess) error = cudaMemset(w->mismatches, 0, SLOTS * sizeof *w->mismatches);
-  if (error == cudaSuccess) error = cudaMemset(w->launch, 0, sizeof *w->launch);
-  if (error == cudaSuccess) error = cudaDeviceSynchronize();
-  w->flags->signalled = 0;
-  flag_set(&w->flags->open, gate_open);
-  return error;
-}
-
-/* What a gated run saw. */
-typedef struct verdict {
-  int raced;                     /* the consumer finished while the producer was held */
-  unsigned long long mismatches; /* wrong values it read */
-  int gate_timeouts;
-  cudaError_t error;
-} verdict;
-
-/* After the consumer was enqueued: wait for its signal while the gate holds the producer
- * (a control's consumer always comes; an ordered run waits out the window), open the gate,
- * collect. */
-static verdict world_release(world *w, int ordered) {
-  verdict v = {0};
-  v.raced = seen_within(&w->flags->signalled, ordered ? RACE_WINDOW_NS : RUNS_SOON_NS);
-  flag_set(&w->flags->open, 1);
-  v.error = cudaDeviceSynchronize(); /* every stream the consumer may have used */
-  if (v.error == cudaSuccess)
-    v.error = cudaMemcpy(&v.mismatches, w->mismatches, sizeof v.mismatches, cudaMemcpyDeviceToHost);
-  v.gate_timeouts = w->flags->gate_timeouts;
-  return v;
-}
-
-/* Counts the run and fails unless it saw what its kind must see. */
-static void judge(const char *what, int ordered, verdict v) {
-  if (v.error != cudaSuccess) fail_msg("%s: %s", what, cudaGetErrorName(v.error));
-  if (v.gate_timeouts != 0) fail_msg("%s: the gate timed out (the host never opened it)", what);
-  if (ordered) {
-    count_ordered(1);
-    if (v.raced || v.mismatches != 0)
-      fail_msg("%s: the consumer ran before the producer (%s, %llu wrong values)", what,
-               v.raced ? "finished while the producer was held" : "after it", v.mismatches);
-  } else {
-    int raced = v.raced && v.mismatches == COUNT;
-    atomic_fetch_add(&control_runs, 1);
-    atomic_fetch_add(&controls_raced, raced);
-    atomic_fetch_add(&mode_controls[current_mode], 1);
-    atomic_fetch_add(&mode_raced[current_mode], raced);
-    if (!v.raced || v.mismatches != COUNT)
-      fail_msg(
-          "%s, control without the dependency: expected the race every time, saw %s and "
-          "%llu of %d stale values",
-          what, v.raced ? "it finish early" : "it wait", v.mismatches, COUNT);
-  }
-}
 
 /* An exchange: the producer writes on w->a after the gate, the consumer reads and signals.
  * With ordered == 0 the scenario leaves out exactly the dlsync calls it tests. */
@@ -390,48 +169,33 @@ static void exchange_stream_zero_consumer(world *w, int ordered, int seed) {
   consume(w, 0, seed);
 }
 
-static int setup(void **state) {
-  (void)state;
-  if (no_device[0] != '\0') return 0;
-  dl_sync_set_backend(GPU_DEVICE_TYPE, NULL);
-  dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
-  return 0;
-}
-
-static void skip_without_device(void) {
-  if (no_device[0] != '\0') {
-    print_message("skipped: %s\n", no_device);
-    skip();
-  }
-}
-
 static void test_stream_argument(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_STREAM_ARGUMENT;
+  suite_set_mode(MODE_STREAM_ARGUMENT);
   run_exchange("stream argument", exchange_stream_argument);
 }
 
 static void test_n0_current_work_stream(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_N0;
+  suite_set_mode(MODE_N0);
   run_exchange("N0 (producer's current work stream)", exchange_n0);
 }
 
 static void test_n1_per_tensor_event(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_N1;
+  suite_set_mode(MODE_N1);
   run_exchange("N1 (per-tensor event)", exchange_n1);
 }
 
 static void test_legacy_default_stream_consumer(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_LEGACY_STREAM;
+  suite_set_mode(MODE_LEGACY_STREAM);
 #if defined(DL_SYNC_TEST_HIP) && defined(GPU_PER_THREAD_BUILD)
-  SKIP_MODE("a HIP per-thread build has no handle for the null stream");
+  skip_mode("a HIP per-thread build has no handle for the null stream");
 #endif
   run_exchange("legacy default stream consumer (stream=None)", exchange_legacy_consumer);
 }
@@ -439,14 +203,14 @@ static void test_legacy_default_stream_consumer(void **state) {
 static void test_per_thread_default_stream_consumer(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_PER_THREAD_STREAM;
+  suite_set_mode(MODE_PER_THREAD_STREAM);
   run_exchange("per-thread default stream consumer (stream=2)", exchange_per_thread_consumer);
 }
 
 static void test_stream_zero_consumer(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_STREAM_ZERO;
+  suite_set_mode(MODE_STREAM_ZERO);
   run_exchange("stream 0 consumer (" DL_SYNC_TEST_VARIANT " build)", exchange_stream_zero_consumer);
 }
 
@@ -477,7 +241,7 @@ static void test_stream_zero_dependency_holds_only_its_own_stream(void **state) 
 #else
   const int per_thread_build = 0;
 #endif
-  current_mode = MODE_STREAM_ZERO;
+  suite_set_mode(MODE_STREAM_ZERO);
   world w;
   gpu_flags *other_flags, *other_device_flags;
   if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
@@ -519,11 +283,11 @@ static void test_two_devices(void **state) {
   (void)state;
   skip_without_device();
   int can_access = 0;
-  current_mode = MODE_TWO_DEVICES;
+  suite_set_mode(MODE_TWO_DEVICES);
   if (device_count < 2)
-    SKIP_MODE("one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)");
+    skip_mode("one " GPU_RUNTIME_NAME " device (the two-device scenario needs two)");
   CUDA_OK(cudaDeviceCanAccessPeer(&can_access, 1, 0));
-  if (!can_access) SKIP_MODE("device 1 cannot access device 0's memory (no peer access)");
+  if (!can_access) skip_mode("device 1 cannot access device 0's memory (no peer access)");
   CUDA_OK(cudaSetDevice(1));
   cudaError_t peer = cudaDeviceEnablePeerAccess(0, 0);
   if (peer != cudaErrorPeerAccessAlreadyEnabled) CUDA_OK(peer);
@@ -663,7 +427,7 @@ static void test_capture_fork_join_in_every_mode(void **state) {
   const enum cudaStreamCaptureMode modes[] = {
       cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed};
   for (int m = 0; m < 3; m++) {
-    current_mode = (suite_mode)(MODE_CAPTURE_GLOBAL + m);
+    suite_set_mode(MODE_CAPTURE_GLOBAL + m);
     for (int ordered = 0; ordered <= 1; ordered++) {
       capture_job jobs[CAPTURE_THREADS];
       pthread_t threads[CAPTURE_THREADS];
@@ -706,7 +470,7 @@ static void test_capturing_consumer_gets_an_external_wait(void **state) {
   skip_without_device();
   world w;
   cudaStream_t launcher;
-  current_mode = MODE_EXTERNAL_WAIT;
+  suite_set_mode(MODE_EXTERNAL_WAIT);
   if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
   CUDA_OK(cudaStreamCreateWithFlags(&launcher, cudaStreamNonBlocking));
   for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++) {
@@ -805,7 +569,7 @@ static void *run_worker(void *arg) {
 static void test_eight_threads_share_the_event_pool(void **state) {
   (void)state;
   skip_without_device();
-  current_mode = MODE_THREADS;
+  suite_set_mode(MODE_THREADS);
   worker workers[WORKERS];
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, WORKERS);
@@ -835,12 +599,6 @@ static void test_eight_threads_share_the_event_pool(void **state) {
 }
 
 int main(void) {
-  cudaError_t error = cudaGetDeviceCount(&device_count);
-  if (error != cudaSuccess || device_count == 0)
-    snprintf(no_device, sizeof no_device, "no " GPU_RUNTIME_NAME " device: [%s][%s] %s",
-             NAME_OF(cudaGetDeviceCount),
-             error != cudaSuccess ? cudaGetErrorName(error) : "0 devices",
-             error != cudaSuccess ? cudaGetErrorString(error) : "");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_stream_argument, setup, teardown),
       cmocka_unit_test_setup_teardown(test_n0_current_work_stream, setup, teardown),
@@ -857,38 +615,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_capture_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_eight_threads_share_the_event_pool, setup, teardown),
   };
-  if (no_device[0] == '\0') {
-    struct cudaDeviceProp prop;
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    for (int d = 0; d < device_count; d++)
-      if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
-        printf("device %d: %s, sm_%d%d, CUDA runtime %d.%d, driver supports %d.%d\n", d, prop.name,
-               prop.major, prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000,
-               driver % 1000 / 10);
-  }
-  int failed = cmocka_run_group_tests_name("gpu_ordering_" DL_SYNC_TEST_VARIANT, tests, NULL, NULL);
-  if (no_device[0] != '\0') {
-    printf("gpu_ordering_%s: skipped: %s\n", DL_SYNC_TEST_VARIANT, no_device);
-    return failed == 0 ? EXIT_SKIPPED : failed;
-  }
-  /* The lines gpu-check.sh reads: one per mode, then the suite's totals. */
-  for (int m = 0; m < MODES; m++) {
-    if (mode_skipped[m][0] != '\0')
-      printf("gpu_ordering_%s: mode %s: skipped: %s\n", DL_SYNC_TEST_VARIANT, mode_names[m],
-             mode_skipped[m]);
-    else
-      printf(
-          "gpu_ordering_%s: mode %s: ordered runs %d, control runs %d, controls that observed "
-          "a race %d\n",
-          DL_SYNC_TEST_VARIANT, mode_names[m], atomic_load(&mode_ordered[m]),
-          atomic_load(&mode_controls[m]), atomic_load(&mode_raced[m]));
-  }
-  printf(
-      "gpu_ordering_%s: summary: ordered runs %d, control runs %d, controls that observed a race "
-      "%d\n",
-      DL_SYNC_TEST_VARIANT, atomic_load(&ordered_runs), atomic_load(&control_runs),
-      atomic_load(&controls_raced));
-  return failed;
+  return suite_run("gpu_ordering_" DL_SYNC_TEST_VARIANT, mode_names, MODES, tests,
+                   sizeof tests / sizeof tests[0], NULL);
 }

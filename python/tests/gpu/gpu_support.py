@@ -13,11 +13,16 @@ in the window and reads the producer's values. A consumer call that blocks the h
 framework synchronizing on the host) is detected by a timer thread of the kernels'
 library, which opens the gate from outside Python after HOST_BLOCK_LIMIT.
 
+A release run (ReleaseProbe, docs/release.md) gates the other end of a tensor's life: the
+gate holds the consumer's read of a capsule while the consumer is done with it and the
+producer's pool hands memory out again on the producer's stream.
+
 Skip reasons start with "not installed:" (a framework is missing), "no GPU:" (it sees no
 device) or "no gate kernels:" (the library is not built); scripts/gpu-check.sh fails a run
 where a GPU is listed and a test skips for one of the last two.
 """
 import ctypes
+import gc
 import glob
 import importlib
 import json
@@ -189,6 +194,17 @@ class Torch(Framework):
     def capsule(self, array):
         return self.torch.utils.dlpack.to_dlpack(array)
 
+    def view(self, pointer, count=COUNT):
+        """count int32 at pointer, owning nothing (torch.as_tensor of a CudaArrayView: a
+        tensor over the memory, not a copy). The device is named: without it, older PyTorch
+        takes the default device, CPU, and copies the memory there (torch/csrc/utils/
+        tensor_new.cpp, internal_new_from_data)."""
+        device = self.torch.device("cuda", DEVICE[1])
+        return self.torch.as_tensor(CudaArrayView(pointer, count), device=device)
+
+    def to_host(self, array):
+        return array.cpu().numpy()
+
     def current(self, stream):
         return self.torch.cuda.stream(stream)
 
@@ -272,6 +288,14 @@ class CuPy(Framework):
 
     def capsule(self, array):
         return array.__dlpack__(stream=-1)
+
+    def view(self, pointer, count=COUNT):
+        """count int32 at pointer, owning nothing (cupy.asarray of a CudaArrayView: an
+        array over the memory, not a copy)."""
+        return self.cupy.asarray(CudaArrayView(pointer, count))
+
+    def to_host(self, array):
+        return self.cupy.asnumpy(array)
 
     def current(self, stream):
         return stream
@@ -663,3 +687,425 @@ def judge(test, what, ordered, outcome):
             outcome.observed_race,
             f"{what}, control without dlsync.export: expected the race every time, saw "
             f"{outcome.describe()}")
+
+
+# ---------------------------------------------------------------------------------------
+# Release ordering (docs/release.md): a consumer done with an imported tensor, and the
+# producer's pool handing the tensor's memory out again on the producer's stream.
+
+
+class _DLDevice(ctypes.Structure):  # dlpack.h
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_CAPSULES = {b"dltensor": _DLManagedTensor, b"dltensor_versioned": _DLManagedTensorVersioned}
+# The Python C API, through prototypes of the suite's own (ctypes.pythonapi's function
+# objects are shared by the whole process: their argtypes are left alone).
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+    ("PyCapsule_GetName", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
+def capsule_data(capsule):
+    """What a consumer reads of a DLPack capsule without consuming it: (the address of its
+    first element, its size in bytes, its (device_type, device_id))."""
+    name = _capsule_name(capsule)
+    kind = _CAPSULES.get(name)
+    if kind is None:
+        raise TypeError(f"not a DLPack capsule that is still to be consumed: named {name!r}")
+    tensor = kind.from_address(_capsule_pointer(capsule, name)).dl_tensor
+    size = (tensor.dtype.bits * tensor.dtype.lanes + 7) // 8
+    for axis in range(tensor.ndim):
+        size *= tensor.shape[axis]
+    return ((tensor.data or 0) + tensor.byte_offset, size,
+            (tensor.device.device_type, tensor.device.device_id))
+
+
+class CudaArrayView:
+    """count int32 at an address, owning nothing: PyTorch and CuPy take it, without a copy,
+    through ``__cuda_array_interface__`` (version 2: no "stream", so that they synchronize
+    nothing when they take it). The view of a consumer that holds a capsule and reads its
+    memory: only the capsule keeps the memory alive."""
+
+    def __init__(self, pointer, count=COUNT):
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": "<i4",
+                                         "data": (pointer, False), "strides": None, "version": 2}
+
+
+def wait_until(ready, limit):
+    """Polls ready() for up to limit seconds without blocking in the runtime; its answer."""
+    end = time.monotonic() + limit
+    while not ready():
+        if time.monotonic() > end:
+            return False
+        time.sleep(50e-6)
+    return True
+
+
+class _StreamPool:
+    """A framework's stream-ordered pool: a block freed goes back to the pool of the stream
+    it was allocated on, and the next allocation of its size on that stream gets it, with
+    no synchronization (PyTorch's caching allocator; CuPy's memory pool, whose arenas are
+    per stream). The producer's stream is one of the framework's own."""
+
+    def __init__(self, framework):
+        self.fw, self.name = framework, framework.name
+
+    def stream(self):
+        return self.fw.stream()
+
+    def handle(self, stream):
+        return self.fw.handle(stream)
+
+    def source(self, seed):
+        return self.fw.pattern(seed)
+
+    def prepare(self, stream):
+        """Before a run, with the gate open: no free block cached (trim), then one free
+        block of twice the size on `stream` (allocated and freed). An allocation on `stream`
+        that finds no free block of its own size is cut from that one, without a cudaMalloc
+        while a gate holds a stream; one that finds the released block free takes it, since
+        both pools give the smallest free block that fits."""
+        self.trim()
+        self.allocate(stream, 2 * COUNT)  # dropped at once: a free block of stream's
+
+    def produce(self, stream, source):
+        """A new array of COUNT int32 allocated on `stream` and `source` copied into it
+        there; and a callable saying whether that write has completed."""
+        array = self.allocate(stream, COUNT)
+        self.fw.write(stream, array, source)
+        return array, self.landed(stream)
+
+    def ready(self, stream, consumer_handle, landed):
+        """The consumer's stream ordered after the producer's write: dlsync.export."""
+        dlsync.export(DEVICE, stream, consumer_handle)
+
+    def pointer(self, array):
+        return self.fw.pointer(array)
+
+    def capsule(self, array):
+        return self.fw.capsule(array)
+
+
+class TorchPool(_StreamPool):
+    """PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are cached per
+    stream, the one current when they were allocated; a freed block with no recorded stream
+    uses (record_stream) is back in its stream's pool at once."""
+
+    def __init__(self):
+        super().__init__(TORCH)
+
+    def trim(self):
+        self.fw.torch.cuda.empty_cache()
+
+    def in_use(self):
+        return self.fw.torch.cuda.memory_allocated()
+
+    def allocate(self, stream, count):
+        torch = self.fw.torch
+        with torch.cuda.stream(stream):
+            return torch.empty(count, dtype=torch.int32, device="cuda")
+
+    def landed(self, stream):
+        event = self.fw.torch.cuda.Event()
+        event.record(stream)
+        return event.query
+
+
+class CuPyPool(_StreamPool):
+    """CuPy's default memory pool (cupy/cuda/memory.pyx): free chunks kept in an arena per
+    stream, the one current when they were allocated; a freed chunk is back in its arena at
+    once (PooledMemory.free)."""
+
+    def __init__(self):
+        super().__init__(CUPY)
+
+    def _pool(self):
+        return self.fw.cupy.get_default_memory_pool()
+
+    def trim(self):
+        self._pool().free_all_blocks()
+
+    def in_use(self):
+        return self._pool().used_bytes()
+
+    def allocate(self, stream, count):
+        with stream:
+            return self.fw.cupy.empty(count, dtype=self.fw.cupy.int32)
+
+    def landed(self, stream):
+        event = stream.record()
+        return lambda: event.done
+
+
+class JaxPool:
+    """JAX's device memory (XLA's allocator), as a producer: an array is the output of a
+    computation (x ^ JAX_MASK) on a stream of JAX's own, which nothing here holds; its address
+    is unsafe_buffer_pointer(), its capsule its own __dlpack__()."""
+
+    name = "JAX"
+
+    def stream(self):
+        return None
+
+    def handle(self, stream):
+        return None
+
+    def source(self, seed):
+        cache = self.__dict__.setdefault("_sources", {})
+        if seed not in cache:
+            values = pattern(seed) ^ np.int32(JAX_MASK)
+            cache[seed] = JAX.jax.device_put(values, JAX.device).block_until_ready()
+        return cache[seed]
+
+    def prepare(self, stream):
+        pass
+
+    def produce(self, stream, source):
+        array = JAX._xor(source)
+        return array, _ready_of(array)
+
+    def ready(self, stream, consumer_handle, landed):
+        """No stream to export from: the host waits for the array (nothing is held yet)."""
+        if not wait_until(landed, RUNS_SOON):
+            raise RuntimeError(f"JAX's array was not computed within {RUNS_SOON} s")
+
+    def pointer(self, array):
+        return array.unsafe_buffer_pointer()
+
+    def capsule(self, array):
+        return array.__dlpack__()
+
+    def in_use(self):
+        stats = JAX.device.memory_stats()
+        return stats.get("bytes_in_use") if stats else None
+
+
+RELEASE_NAMES = {dlsync.RELEASED_NOW: "released now", dlsync.RELEASED_ORDERED: "ordered",
+                 dlsync.RELEASE_DEFERRED: "deferred", dlsync.RELEASE_GRAPH: "kept by a graph"}
+
+
+class ReleaseOutcome:
+    """What one release run saw. how: "deleter" (the capsule dropped: its deleter runs at
+    once, the control) or "release" (dlsync.tensor_release on the consumer's stream)."""
+
+    def __init__(self, how):
+        self.how = how
+        self.status = None  # what dlsync.tensor_release returned
+        self.x = self.y = None  # the released array's address, the new one's
+        self.freed_at_release = None  # the pool's bytes in use fell by the block at release
+        self.landed = False  # the new owner's write had completed when the gate opened
+        self.freed_later = None  # a deferred release's deleter ran once the read completed
+        self.wrong = self.overwritten = 0  # values read: not the tensor's; the new owner's
+        self.blocked, self.timeouts, self.error = False, 0, None
+
+    @property
+    def reused(self):
+        return self.x is not None and self.x == self.y
+
+    @property
+    def observed_race(self):
+        """The control's race: the block freed by the deleter was the next allocation on the
+        producer's stream, whose write completed before the consumer's held read ran, and
+        that read returned the new owner's values at every index."""
+        return (self.error is None and not self.blocked and self.timeouts == 0 and self.reused
+                and self.landed and self.overwritten == COUNT)
+
+    @property
+    def ordered(self):
+        """The consumer read the tensor's own values at every index, the release did not
+        block the host, and what the pool did agrees with what dlsync said it did:
+        - deferred: the block was not back in the pool at release, so the new allocation
+          got another block, and the deleter ran once the read had completed;
+        - ordered (a producer that named its reuse stream): the reuse stream waits for the
+          read, so a new array in the same block cannot have been written before the gate
+          opened."""
+        if self.error is not None or self.blocked or self.timeouts or self.wrong:
+            return False
+        if self.status == dlsync.RELEASE_DEFERRED:
+            return self.freed_at_release is False and not self.reused and self.freed_later is True
+        if self.status == dlsync.RELEASED_ORDERED:
+            return not (self.reused and self.landed)
+        return False
+
+    def describe(self):
+        if self.error is not None:
+            return f"error: {self.error}"
+        if self.blocked:
+            return "the host blocked until the timer opened the gate: the run shows nothing"
+        if self.timeouts:
+            return "the gate timed out"
+        parts = []
+        if self.how == "release":
+            parts.append(f"dlsync.tensor_release: {RELEASE_NAMES.get(self.status, self.status)}")
+        else:
+            parts.append("the deleter")
+        if self.freed_at_release is not None:
+            parts.append("the block back in the pool at release" if self.freed_at_release
+                         else "the block not back in the pool at release")
+        if self.reused:
+            parts.append(f"the next allocation on the producer's stream got it ({self.x:#x})")
+        else:
+            parts.append(f"the next allocation got another block ({self.y:#x}, not {self.x:#x})"
+                         if self.x is not None and self.y is not None else "no new allocation")
+        if not self.landed:
+            parts.append("its write had not completed when the gate opened")
+        if self.how == "release" and self.status == dlsync.RELEASE_DEFERRED:
+            parts.append({True: "the deleter ran once the read completed",
+                          False: "the deleter never ran", None: ""}[self.freed_later])
+        parts.append(f"{self.wrong} of {COUNT} values read wrong ({self.overwritten} the new "
+                     "owner's)")
+        return ", ".join(p for p in parts if p)
+
+
+class ReleaseProbe:
+    """Gated release runs of one producer pool and one consumer framework.
+
+    A run: the producer allocates an array on its stream, writes pattern(seed) there and
+    hands out a capsule, dropping its own reference (the capsule alone keeps the memory).
+    dlsync.export orders the consumer's stream after the write. The gate closes on the
+    consumer's stream; behind it, the consumer reads the capsule's memory (its address,
+    taken from the capsule, through a view that owns nothing: a copy into `out`). The
+    consumer is then done with the tensor: the control drops the capsule (its deleter runs
+    now); the ordered run calls dlsync.tensor_release(capsule, consumer's stream). Then the
+    producer allocates an array of the same size on its stream and writes pattern(seed + 1)
+    into it. The host waits (up to RUNS_SOON) for that write to complete, and only then
+    opens the gate. A timer opens the gate if a call blocks the host meanwhile."""
+
+    def __init__(self, pool, consumer, gate):
+        self.pool, self.cfw, self.gate = pool, consumer, gate
+        self.k = kernels()
+        self.stream = pool.stream()
+        self.consumer = consumer.stream()
+        self.consumer_handle = consumer.handle(self.consumer)
+        for what, handle in (("producer", pool.handle(self.stream)),
+                             ("consumer", self.consumer_handle)):
+            if handle is not None and not self.k.non_blocking(handle):
+                raise AssertionError(f"the {what}'s stream synchronizes with the legacy default "
+                                     "stream: the gate would hold other streams too")
+        self.out = consumer.empty()
+        self.stale = np.full(COUNT, STALE, np.int32)
+        self.nbytes = COUNT * np.dtype(np.int32).itemsize
+
+    def settle(self):
+        """With the gate open: every stream done, every deferred release's deleter run."""
+        device_synchronize()
+        end = time.monotonic() + RUNS_SOON
+        while dlsync.release_poll() and time.monotonic() < end:
+            pass
+
+    def run(self, seed, how, gated=True):
+        pool, gate, outcome = self.pool, self.gate, ReleaseOutcome(how)
+        old, new = pool.source(seed), pool.source(seed + 1)  # made before the gate closes
+        self.settle()
+        self.cfw.set(self.out, self.stale)
+        pool.prepare(self.stream)
+        gc.collect()  # no collection frees an array while the pool's bytes are compared
+        collecting = gc.isenabled()
+        gc.disable()
+        held = timer = y = None
+        try:
+            x, landed = pool.produce(self.stream, old)
+            pool.ready(self.stream, self.consumer_handle, landed)
+            capsule = pool.capsule(x)
+            outcome.x, size, device = capsule_data(capsule)
+            if (outcome.x, size, device) != (pool.pointer(x), self.nbytes, DEVICE):
+                raise AssertionError(f"the capsule says {size} bytes at {outcome.x:#x} on {device}, "
+                                     f"the array is {self.nbytes} at {pool.pointer(x):#x}")
+            del x, landed  # the producer's own references: the capsule alone keeps the block
+            view = self.cfw.view(outcome.x)
+            if self.cfw.pointer(view) != outcome.x:
+                raise AssertionError("the consumer's view of the capsule's memory is a copy")
+            if gated:
+                gate.close()
+                held = True
+                gate.hold(self.consumer_handle)
+                timer = self.k.lib.gpu_gate_timer_start(gate.host, int(HOST_BLOCK_LIMIT * 1e9))
+                if not timer:
+                    raise RuntimeError("gpu_gate_timer_start failed")
+            self.cfw.write(self.consumer, self.out, view)  # the consumer's read, held
+            del view
+            before = pool.in_use()
+            if how == "release":
+                outcome.status = dlsync.tensor_release(capsule, self.consumer_handle)
+            del capsule  # the control: the deleter runs now (after a release: nothing)
+            after = pool.in_use()
+            if before is not None and after is not None:
+                outcome.freed_at_release = before - after >= self.nbytes
+            y, y_landed = pool.produce(self.stream, new)
+            outcome.y = pool.pointer(y)
+            if timer:
+                outcome.blocked = bool(self.k.lib.gpu_gate_timer_stop(timer))
+                timer = None
+            outcome.landed = wait_until(y_landed, RUNS_SOON)
+        except Exception as error:
+            outcome.error = f"{type(error).__name__}: {error}"
+        finally:
+            if timer:
+                self.k.lib.gpu_gate_timer_stop(timer)
+            if held:
+                gate.open()
+            if collecting:
+                gc.enable()
+        device_synchronize()
+        if outcome.error is not None:
+            return outcome
+        values = self.cfw.to_host(self.out)
+        outcome.wrong = int(np.count_nonzero(values != pattern(seed)))
+        outcome.overwritten = int(np.count_nonzero(values == pattern(seed + 1)))
+        outcome.timeouts = gate.timeouts if gated else 0
+        if outcome.status == dlsync.RELEASE_DEFERRED:
+            # y is alive still: only the released block can leave the bytes in use now.
+            mark = pool.in_use()
+            if mark is not None:
+                end = time.monotonic() + RUNS_SOON
+                while True:
+                    dlsync.release_poll()
+                    outcome.freed_later = mark - pool.in_use() >= self.nbytes
+                    if outcome.freed_later or time.monotonic() > end:
+                        break
+                    time.sleep(1e-3)
+        del y
+        return outcome
+
+
+def judge_release(test, what, ordered, outcome):
+    """As judge(), for a release run: the ordered run must be ordered, the control must
+    show its race."""
+    if ordered:
+        count(ordered=1, host_blocked=int(outcome.blocked))
+        test.assertTrue(outcome.ordered,
+                        f"{what}, with dlsync.tensor_release: {outcome.describe()}")
+    else:
+        count(controls=1, raced=int(outcome.observed_race))
+        hint = ""
+        if outcome.error is None and not outcome.reused:
+            hint = (": the pool did not hand the freed block to the next allocation of its size "
+                    "on the producer's stream, so the control cannot show the race (a "
+                    "PYTORCH_CUDA_ALLOC_CONF or CuPy allocator setting?)")
+        test.assertTrue(
+            outcome.observed_race,
+            f"{what}, control (the capsule's deleter, no dlsync): expected the race every time, "
+            f"saw {outcome.describe()}{hint}")

@@ -17,7 +17,19 @@ stream that the gate holds: JAX's computation cannot run before the gate opens.
 
 Cells: "ordered"; "ordered (host blocked)": the call blocked the host until the gate
 opened; "RACE": the consumer finished while the producer was held, or read stale values;
-"error": the call raised (the message says what)."""
+"error": the call raised (the message says what).
+
+The column "at release" is what the producer's framework does with the memory when the
+consumer is done with it, observed by running it (gpu_support.ReleaseProbe): the producer
+writes an array, hands out its capsule and drops its own reference; the consumer reads the
+capsule's memory on its stream (the row's consumer; a PyTorch stream where JAX consumes,
+since the gate cannot hold JAX's) while the gate holds that stream, and then drops the
+capsule, so that the framework's deleter runs; the producer allocates the same size again
+(on its stream) and writes new values, and once that write has completed the gate opens.
+The cell says whether the pool's bytes in use fell at once, whether the new array got the
+released block, and what the held read returned (RACE: the new owner's values). For
+PyTorch and CuPy producers the same runs follow with dlsync.tensor_release on the
+consumer's stream instead of the deleter, and the cell says what dlsync did and saw."""
 import unittest
 
 import numpy as np
@@ -29,6 +41,10 @@ WINDOW = 0.1  # an ordered consumer does not finish in it; an unordered one does
 COLUMNS = ("None", "1", "2", "handle")
 PAIRS = (("torch", "cupy"), ("cupy", "torch"), ("torch", "jax"), ("jax", "torch"))
 FRAMEWORKS = {"torch": g.TORCH, "cupy": g.CUPY, "jax": g.JAX}
+POOLS = {"torch": g.TorchPool, "cupy": g.CuPyPool, "jax": g.JaxPool}
+# The consumer whose stream the gate holds in the release column: JAX runs its work on no
+# stream of the suite's, so PyTorch reads for it.
+RELEASE_CONSUMERS = {"torch": g.TORCH, "cupy": g.CUPY, "jax": g.TORCH}
 
 
 def _clean(text, limit=90):
@@ -109,6 +125,66 @@ def describe(outcomes):
     return "ordered"
 
 
+def _share(flags, yes, no):
+    """yes, no, or yes k/n when only k of the n runs saw it."""
+    k = sum(1 for flag in flags if flag)
+    return yes if k == len(flags) else no if k == 0 else f"{yes} {k}/{len(flags)}"
+
+
+def _verdict(outcomes):
+    """"ordered", or RACE k/n with what the worst of the k runs read."""
+    races = [o for o in outcomes if o.wrong]
+    if not races:
+        return "ordered"
+    worst = max(races, key=lambda o: o.wrong)
+    what = "the new owner's" if worst.overwritten == worst.wrong else "wrong"
+    return f"RACE {len(races)}/{len(outcomes)} ({worst.wrong} of {g.COUNT} values read {what})"
+
+
+def describe_release(deleter, released):
+    """The release column's cell: the runs with the deleter, and with dlsync.tensor_release
+    (None: not run)."""
+    outcomes = deleter + (released or [])
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors:
+        return "error: " + _clean(errors[0])
+    if any(o.timeouts for o in outcomes):
+        return "gate timed out"
+    if any(o.blocked for o in outcomes):
+        return "the host blocked (the timer opened the gate)"
+    freed = [o.freed_at_release for o in deleter]
+    freed_text = ("bytes in use not known" if None in freed
+                  else _share(freed, "back in the pool at once", "not back in the pool at once"))
+    reused_text = _share([o.reused for o in deleter], "the next allocation got the block",
+                         "the next allocation got another block")
+    text = f"deleter: {freed_text}, {reused_text}: {_verdict(deleter)}"
+    if not all(o.landed for o in deleter):
+        text += " (the new array's write had not completed when the gate opened)"
+    if released is not None:
+        how = "/".join(dict.fromkeys(g.RELEASE_NAMES.get(o.status, str(o.status))
+                                     for o in released))
+        reused = _share([o.reused for o in released], "the block reused while the read was held",
+                        "not reused before the read completed")
+        text += f"; dlsync.tensor_release: {how}, {reused}: {_verdict(released)}"
+    return text
+
+
+def release_cell(producer, consumer, gate):
+    """What the producer's framework does at release (RUNS gated runs each way), or why
+    that could not be run."""
+    try:
+        probe = g.ReleaseProbe(POOLS[producer](), RELEASE_CONSUMERS[consumer], gate)
+        probe.run(6000, "deleter", gated=False)  # the warm-up: loads every kernel
+        deleter = [probe.run(6002 + 2 * run, "deleter") for run in range(RUNS)]
+        released = None
+        if producer != "jax":
+            probe.run(6100, "release", gated=False)
+            released = [probe.run(6102 + 2 * run, "release") for run in range(RUNS)]
+        return describe_release(deleter, released)
+    except Exception as error:  # setting the probe up failed
+        return "error: " + _clean(f"{type(error).__name__}: {error}")
+
+
 class PeerAudit(unittest.TestCase):
     def test_peer_audit_table(self):
         runnable = []
@@ -124,11 +200,12 @@ class PeerAudit(unittest.TestCase):
         g.kernels()
         gate = g.Gate()
         rows = []
+        release_cells = {}  # the release column's, per producer and consumer framework
         try:
             for (producer, consumer), ok, reason in zip(PAIRS, runnable, reasons):
                 name = f"{FRAMEWORKS[producer].name} -> {FRAMEWORKS[consumer].name}"
                 if not ok:
-                    rows.append([name] + [f"not run ({_clean(reason, 60)})"] * len(COLUMNS))
+                    rows.append([name] + [f"not run ({_clean(reason, 60)})"] * (len(COLUMNS) + 1))
                     continue
                 cells = []
                 for column in COLUMNS:
@@ -139,18 +216,27 @@ class PeerAudit(unittest.TestCase):
                         cells.append(describe(outcomes))
                     except Exception as error:  # setting the cell up failed
                         cells.append("error: " + _clean(f"{type(error).__name__}: {error}"))
-                rows.append([name] + cells)
+                key = (producer, RELEASE_CONSUMERS[consumer].name)
+                if key not in release_cells:
+                    release_cells[key] = release_cell(producer, consumer, gate)
+                rows.append([name] + cells + [release_cells[key]])
         finally:
             gate.destroy()
         lines = [
             "| producer -> consumer (their own `__dlpack__`) | stream=None | stream=1 | stream=2 | "
-            "stream=handle |",
-            "|---|---|---|---|---|",
+            "stream=handle | at release (the producer's pool) |",
+            "|---|---|---|---|---|---|",
         ] + ["| " + " | ".join(row) + " |" for row in rows]
         legend = (f"{RUNS} gated runs per cell, window {int(WINDOW * 1000)} ms; frameworks: "
                   f"{g.versions()}. Consumers run on the stream the value names (None, 1: legacy "
                   "default stream; 2: per-thread default stream; handle: a stream of their own, "
-                  "passed by their from_dlpack); JAX where it runs its work, in every column.")
+                  "passed by their from_dlpack); JAX where it runs its work, in every column. "
+                  f"At release: {RUNS} gated runs each way; the consumer's read of the capsule's "
+                  "memory is held while the consumer drops the capsule (the framework's deleter) "
+                  "or, for PyTorch and CuPy producers, calls dlsync.tensor_release, and the "
+                  "producer allocates the same size again and writes it; the cell says whether "
+                  "the block was back in the pool at once, whether the new array got it, and "
+                  "what the held read returned.")
         g.write_table("peer-audit", "\n".join(lines) + "\n\n" + legend)
 
 
