@@ -268,6 +268,9 @@ typedef struct dl_sync__dep {
      refused with ECAPTURE, not made) */
   int dst_queried;
   dl_sync_capture_info dst_capture;
+  /* a stream ordered captures: no deferred deleter runs on this thread now (it may make
+     a call that the capture forbids) */
+  int capturing;
 } dl_sync__dep;
 
 /* calls.c: the backend calls on one bound stream, its place made current by guard when it
@@ -323,8 +326,10 @@ int dl_sync__deleter_major(uintptr_t deleter, int legacy);
    read is enough to skip the poll), a bounded poll, and shutdown's wait for them all. */
 extern atomic_int dl_sync__releases_pending;
 DL_SYNC__COLD void dl_sync__release_poll_some(int most);
-static inline void dl_sync__release_poll_later(void) {
-  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0)
+/* Never while a stream of the call captures: a deleter may make a call the capture forbids
+   (cudaFree, a synchronization), on this very thread. */
+static inline void dl_sync__release_poll_later(int capturing) {
+  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0 && !capturing)
     dl_sync__release_poll_some(4);
 }
 /* Waits for every pending release whose graph is gone, and runs their deleters. */

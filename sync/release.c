@@ -277,6 +277,21 @@ static int release_after(const dl_sync__release_target *t, dl_sync_stream consum
   return dl_sync__guard_end(&guard, consumer.device, status);
 }
 
+/* Whether the consumer's stream captures: asked only when releases are pending, whose
+   deleters must not run now if it does. */
+DL_SYNC__COLD static int captures(dl_sync_stream consumer) {
+  const dl_sync_backend *b = NULL;
+  if (dl_sync__backend_for(consumer.device, &b) != DL_SYNC_OK) return 0;
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, b);
+  dl_sync__bound bound;
+  dl_sync_capture_info info = {0};
+  int status = dl_sync__bind(&guard, dl_sync_stream_view(consumer.device, consumer.handle), &bound);
+  if (status == DL_SYNC_OK) status = dl_sync__capture_query(&guard, &bound, &info);
+  status = dl_sync__guard_end(&guard, consumer.device, status);
+  return status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE;
+}
+
 static int check_consumer(const dl_sync__release_target *t, dl_sync_stream consumer) {
   int status = dl_sync__check_device("consumer stream", consumer.device);
   if (status != DL_SYNC_OK) return status;
@@ -306,9 +321,11 @@ static int release(void *tensor, int legacy, dl_sync_stream consumer) {
   if (status == DL_SYNC_OK) status = check_consumer(&t, consumer);
   if (status == DL_SYNC_OK && is_pending(tensor)) status = already_released(tensor);
   if (status != DL_SYNC_OK) return status;
-  dl_sync__release_poll_later(); /* earlier releases, found done here */
   int streams = dl_sync__family(consumer.device.device_type) != DL_SYNC__FAMILY_NONE;
-  if (streams && consumer.handle != DL_SYNC_STREAM_NOTHING_PENDING) {
+  int waits = streams && consumer.handle != DL_SYNC_STREAM_NOTHING_PENDING;
+  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0)
+    dl_sync__release_poll_later(waits && captures(consumer)); /* earlier releases, done */
+  if (waits) {
     const dl_sync_backend *b = NULL;
     status = dl_sync__backend_for(consumer.device, &b);
     if (status == DL_SYNC_OK) status = release_after(&t, consumer, b);

@@ -289,6 +289,62 @@ static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(c));
 }
 
+/* A deleter may make a call that a capture forbids (a framework's allocator calling
+   cudaFree): a deferred release found done by a call that orders capturing streams (a
+   join inside the capture, a release into it) waits for a later call, and the capture
+   survives. The control makes the deleter's call inside a capture: the simulator, as
+   CUDA, refuses it and invalidates the capture. */
+static int deleter_call;
+static void free_after_a_prohibited_call(DLManagedTensorVersioned *t) {
+  deleter_call = dl_sync_sim_prohibited_call();
+  free_on_producer_stream(t);
+}
+
+static void test_no_deferred_deleter_runs_inside_the_callers_capture(void **state) {
+  (void)state;
+  static pattern block;
+  block_pool pool = {0};
+  dl_sync_sim_stream *c, *d, *e;
+  dl_sync_sim_event *fork;
+  CHECK_SIM(dl_sync_sim_stream_create(&c, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&d, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&e, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_event_create(&fork));
+  producer_tensor p, kept;
+  make_tensor(&p, &pool, &block, NULL);
+  make_tensor(&kept, &pool, &block, NULL);
+  p.tensor.deleter = free_after_a_prohibited_call;
+  deleter_call = -1;
+  assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(e, 0)), DL_SYNC_RELEASE_DEFERRED);
+  CHECK_SIM(dl_sync_sim_stream_synchronize(e)); /* done: the next poll may run it */
+
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(c, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  CHECK_SIM(dl_sync_sim_event_record(fork, c, 0));
+  CHECK_SIM(dl_sync_sim_stream_wait_event(d, fork, 0)); /* d joins the capture */
+  CHECK_DL(dl_sync_push_dep(sim_view(d, 0), sim_view(c, 0)));
+  assert_int_equal(dl_sync_tensor_release(&kept.tensor, sim_view(c, 0)), DL_SYNC_RELEASE_GRAPH);
+  assert_int_equal(atomic_load(&p.deleted), 0);
+  dl_sync_sim_graph *graph;
+  CHECK_SIM(dl_sync_sim_stream_end_capture(c, &graph)); /* not invalidated */
+  assert_non_null(graph);
+  CHECK_DL(dl_sync_push_dep(sim_view(d, 0), sim_view(e, 0))); /* no capture: it runs */
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(deleter_call, DL_SYNC_SIM_SUCCESS);
+  CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(atomic_load(&kept.deleted), 1);
+
+  /* The control: the deleter's call made inside a capture. */
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(c, DL_SYNC_SIM_CAPTURE_GLOBAL));
+  assert_int_equal(dl_sync_sim_prohibited_call(), DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED);
+  assert_int_equal(dl_sync_sim_stream_end_capture(c, &graph),
+                   DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED);
+  CHECK_SIM(dl_sync_sim_event_destroy(fork));
+  CHECK_SIM(dl_sync_sim_stream_destroy(c));
+  CHECK_SIM(dl_sync_sim_stream_destroy(d));
+  CHECK_SIM(dl_sync_sim_stream_destroy(e));
+}
+
 /* Nothing is pending on a device without streams, or when the consumer says so: the
    deleter runs now, with no runtime call. */
 static void test_nothing_pending_releases_now(void **state) {
@@ -466,6 +522,7 @@ int main(void) {
       RELEASE_TEST(test_a_participating_release_costs_one_record_and_one_wait),
       RELEASE_TEST(test_a_capturing_consumers_graph_keeps_the_tensor),
       RELEASE_TEST(test_graphs_that_live_on_hold_up_no_other_release),
+      RELEASE_TEST(test_no_deferred_deleter_runs_inside_the_callers_capture),
       RELEASE_TEST(test_nothing_pending_releases_now),
       RELEASE_TEST(test_bad_releases_leave_the_tensor_to_the_caller),
       RELEASE_TEST(test_shutdown_runs_the_pending_releases),

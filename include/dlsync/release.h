@@ -20,9 +20,11 @@
  *   enqueued on that stream before the capture began is no part of the graph: release
  *   after it completed (or before beginning the capture).
  *
- * A deleter never runs on a runtime's callback thread or under a lock of dlsync's. In a
- * child after fork() the parent's pending releases are never run (their events are not the
- * child's): their tensors are leaked there.
+ * A deleter never runs on a runtime's callback thread or under a lock of dlsync's, nor
+ * from a call that orders or releases onto a capturing stream (the deleter may make a call
+ * the capture forbids, such as cudaFree): a later call runs it. In a child after fork()
+ * the parent's pending releases are never run (their events are not the child's): their
+ * tensors are leaked there.
  */
 #ifndef DL_SYNC_RELEASE_H_
 #define DL_SYNC_RELEASE_H_
