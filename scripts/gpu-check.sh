@@ -16,7 +16,7 @@
 #   DL_SYNC_GPU_CHECK_DEADLINE  seconds for the whole script [330]
 #   DL_SYNC_GPU_CHECK_BUILD     build directory [build/gpu]
 #   DL_SYNC_GPU_CHECK_STEPS     steps to run [deps build suites bench python others results];
-#                               also: synccheck (the ordering suites under compute-sanitizer)
+#                               also: synccheck (the gated suites under compute-sanitizer)
 #   DL_SYNC_GPU_CHECK_RESULTS   the results file [docs/gpu-results.md, written only where a
 #                               GPU is listed; when set, written whatever is listed]
 #   DL_SYNC_GPU_CHECK_PYTHON    the interpreter of the Python suite [python3]
@@ -439,15 +439,15 @@ fi
 
 if step synccheck && ! failed build; then
   echo "== compute-sanitizer --tool synccheck"
-  for variant in legacy per_thread; do
-    binary=$build/tests/gpu/test_gpu_ordering_$variant
+  for name in gpu_ordering_legacy gpu_ordering_per_thread gpu_contexts gpu_release; do
+    binary=$build/tests/gpu/test_$name
     [ -x "$binary" ] || continue
     CUDA_MODULE_LOADING=EAGER within compute-sanitizer --tool synccheck --error-exitcode 1 "$binary" \
-      >"$log_dir/synccheck-$variant.log" 2>&1
+      >"$log_dir/synccheck-$name.log" 2>&1
     status=$?
-    if [ $status -eq 0 ]; then suite "synccheck gpu_ordering_$variant" passed; else
-      suite "synccheck gpu_ordering_$variant" "FAILED (exit $status; $log_dir/synccheck-$variant.log)"
-      failures+=("synccheck_$variant")
+    if [ $status -eq 0 ]; then suite "synccheck $name" passed; else
+      suite "synccheck $name" "FAILED (exit $status; $log_dir/synccheck-$name.log)"
+      failures+=("synccheck_$name")
     fi
   done
 fi
