@@ -25,6 +25,8 @@
 #define _GNU_SOURCE /* RTLD_NEXT, RTLD_DEFAULT */
 #include <dlfcn.h>
 #endif
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +52,23 @@
 typedef int create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int join_fn(pthread_t, void **);
 
+/* What an exited thread knew, for its join: its host agent's clock (read at the join: only
+   the thread itself advanced it), else what it inherited at birth. */
 struct sim_thread_exit {
   pthread_t thread;
+  uint64_t serial;     /* filing order */
+  uint64_t generation; /* of what it knew (0: nothing); stale after a reset */
+  int agent;           /* its host agent, or -1: clock below */
   sim_clock clock;
   struct sim_thread_exit *next;
 };
+
+/* Records filed by exiting threads, not yet taken into dl_sync__sim.thread_exits: a
+   thread's exit hook takes no lock of the simulator's. winpthreads runs key destructors
+   under its own lock, which its pthread_create takes too, and the simulator creates
+   threads (stream workers, created threads) with its lock held. */
+static struct sim_thread_exit *_Atomic filed;
+static _Atomic uint64_t filings;
 
 #if defined(DL_SYNC__SIM_INTERCEPTS)
 static create_fn *next_create;
@@ -188,21 +202,26 @@ static const sim_clock *knowledge(const sim_birth *birth) {
   return birth != NULL && birth->generation == dl_sync__sim.generation ? &birth->clock : NULL;
 }
 
-/* The key's destructor: the thread is exiting; its clock waits for pthread_join. */
+/* The key's destructor: the thread is exiting; what it knew waits for pthread_join. No
+   lock (see filed); a record that cannot be allocated leaves the join without its edge. */
 static void thread_exit(void *object) {
   sim_birth *birth = object;
   struct sim_thread_exit *record = malloc(sizeof *record);
-  pthread_mutex_lock(&dl_sync__sim.lock);
-  const sim_clock *known = knowledge(birth);
-  if (record != NULL && known != NULL) {
+  if (record != NULL) {
     record->thread = pthread_self();
-    record->clock = *known;
-    record->next = dl_sync__sim.thread_exits;
-    dl_sync__sim.thread_exits = record;
-    record = NULL;
+    record->agent = -1;
+    record->generation = 0;
+    if (host.generation != 0 && host.agent >= 0) {
+      record->agent = host.agent;
+      record->generation = host.generation;
+    } else if (birth != NULL && birth->generation != 0) {
+      record->clock = birth->clock;
+      record->generation = birth->generation;
+    }
+    record->serial = atomic_fetch_add(&filings, 1);
+    record->next = atomic_load(&filed);
+    while (!atomic_compare_exchange_weak(&filed, &record->next, record)) continue;
   }
-  pthread_mutex_unlock(&dl_sync__sim.lock);
-  free(record);
   free(birth);
 }
 
@@ -217,19 +236,41 @@ __attribute__((destructor)) static void forget_key(void) {
   key_made = 0;
 }
 
-/* Removes and returns the record thread filed when it exited, or NULL (lock held). */
-static struct sim_thread_exit *take_exit(pthread_t thread) {
+/* The records filed since, into dl_sync__sim.thread_exits (lock held). */
+static void take_filed(void) {
+  struct sim_thread_exit *record = atomic_exchange(&filed, NULL);
+  while (record != NULL) {
+    struct sim_thread_exit *next = record->next;
+    record->next = dl_sync__sim.thread_exits;
+    dl_sync__sim.thread_exits = record;
+    record = next;
+  }
+}
+
+/* Removes and returns thread's record filed last before serial (UINT64_MAX: any), or NULL
+   (lock held). */
+static struct sim_thread_exit *take_exit(pthread_t thread, uint64_t before) {
+  take_filed();
+  struct sim_thread_exit **last = NULL;
   for (struct sim_thread_exit **link = &dl_sync__sim.thread_exits; *link != NULL;
        link = &(*link)->next)
-    if (pthread_equal((*link)->thread, thread)) {
-      struct sim_thread_exit *record = *link;
-      *link = record->next;
-      return record;
-    }
-  return NULL;
+    if (pthread_equal((*link)->thread, thread) && (*link)->serial < before &&
+        (last == NULL || (*link)->serial > (*last)->serial))
+      last = link;
+  if (last == NULL) return NULL;
+  struct sim_thread_exit *record = *last;
+  *last = record->next;
+  return record;
+}
+
+/* What record says its thread knew, or NULL: nothing, or stale (lock held). */
+static const sim_clock *exit_knowledge(const struct sim_thread_exit *record) {
+  if (record->generation != dl_sync__sim.generation) return NULL;
+  return record->agent >= 0 ? dl_sync__sim.host_clocks[record->agent] : &record->clock;
 }
 
 void dl_sync__sim_thread_exits_free(void) {
+  take_filed();
   while (dl_sync__sim.thread_exits != NULL) {
     struct sim_thread_exit *next = dl_sync__sim.thread_exits->next;
     free(dl_sync__sim.thread_exits);
@@ -242,8 +283,9 @@ static int create_with_edges(create_fn *create, pthread_t *thread, const pthread
                              void *(*start)(void *), void *arg) {
   pthread_once(&key_once, make_key);
   sim_birth *birth = key_made ? malloc(sizeof *birth) : NULL;
-  /* The lock is held until the new thread's id is known: the thread cannot exit and file
-     its record before a record of an earlier thread with the same id is dropped. */
+  /* Records of earlier threads with the new thread's id are dropped once it is known: those
+     filed before the creation began (the new thread's own comes later). */
+  uint64_t before = atomic_load(&filings);
   pthread_mutex_lock(&dl_sync__sim.lock);
   if (birth != NULL) {
     birth->start = start;
@@ -261,7 +303,7 @@ static int create_with_edges(create_fn *create, pthread_t *thread, const pthread
   /* Without memory for the birth the thread is made without the edges (stricter). */
   int error = birth != NULL ? create(thread, attr, dl_sync__sim_thread_start, birth)
                             : create(thread, attr, start, arg);
-  for (struct sim_thread_exit *stale; error == 0 && (stale = take_exit(*thread)) != NULL;)
+  for (struct sim_thread_exit *stale; error == 0 && (stale = take_exit(*thread, before)) != NULL;)
     free(stale);
   pthread_mutex_unlock(&dl_sync__sim.lock);
   if (error != 0) free(birth);
@@ -273,10 +315,10 @@ static int join_with_edges(join_fn *join, pthread_t thread, void **result) {
   int error = join(thread, result);
   if (error != 0) return error;
   pthread_mutex_lock(&dl_sync__sim.lock);
-  struct sim_thread_exit *record = take_exit(thread);
+  struct sim_thread_exit *record = take_exit(thread, UINT64_MAX);
+  const sim_clock *known = record != NULL ? exit_knowledge(record) : NULL;
   sim_clock *clock = NULL;
-  if (record != NULL && dl_sync__sim_host_agent(&clock) >= 0)
-    dl_sync__sim_clock_join(clock, &record->clock);
+  if (known != NULL && dl_sync__sim_host_agent(&clock) >= 0) dl_sync__sim_clock_join(clock, known);
   pthread_mutex_unlock(&dl_sync__sim.lock);
   free(record);
   return 0;

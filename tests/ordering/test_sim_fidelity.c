@@ -608,6 +608,34 @@ static void test_negative_control_joining_another_thread_hands_nothing_over(void
   assert_int_equal(races, 2);
 }
 
+/* Created threads exit while this one makes streams, whose workers the simulator creates
+   with its lock held: a thread's exit hook takes no lock of the simulator's, so neither
+   waits for the other (winpthreads runs the hook under a lock of its own, which its
+   pthread_create takes too). Each thread's write is ordered before the read after its
+   join. */
+static void *write_and_exit(void *arg) {
+  CHECK_SIM(dl_sync_sim_host_access("exiting thread writes", arg, DL_SYNC_SIM_WRITE));
+  return NULL;
+}
+
+static void test_threads_exit_while_streams_are_made(void **state) {
+  (void)state;
+  SKIP_UNLESS_THE_SIM_SEES_THREADS();
+  enum { BATCHES = 5, ROUNDS = 100 }; /* two agents a round: the thread and the stream */
+  static int words[ROUNDS];
+  for (int batch = 0; batch < BATCHES; batch++) {
+    for (int i = 0; i < ROUNDS; i++) {
+      pthread_t thread;
+      assert_int_equal(create_thread(&thread, NULL, write_and_exit, &words[i]), 0);
+      CHECK_SIM(dl_sync_sim_stream_destroy(new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING)));
+      assert_int_equal(join_thread(thread, NULL), 0);
+      CHECK_SIM(dl_sync_sim_host_access("host reads after the join", &words[i], DL_SYNC_SIM_READ));
+    }
+    assert_int_equal(dl_sync_sim_race_count(), 0);
+    dl_sync_sim_reset(); /* the agents, for the next batch */
+  }
+}
+
 /* A hand-off the simulator does not see (here an atomic flag; a mutex or a queue alike)
    needs dl_sync_sim_host_release / dl_sync_sim_host_acquire. */
 static void test_an_annotated_hand_off_is_ordered(void **state) {
@@ -1167,6 +1195,7 @@ int main(void) {
       SIM_TEST(test_work_after_joining_a_synchronizing_thread_is_ordered),
       SIM_TEST(test_negative_control_a_relaxed_flag_hands_nothing_over),
       SIM_TEST(test_negative_control_joining_another_thread_hands_nothing_over),
+      SIM_TEST(test_threads_exit_while_streams_are_made),
       SIM_TEST(test_an_annotated_hand_off_is_ordered),
       SIM_TEST(test_negative_control_an_unannotated_hand_off_is_reported),
       SIM_TEST(test_acquiring_a_key_never_released_orders_nothing),
