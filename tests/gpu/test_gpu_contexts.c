@@ -216,11 +216,9 @@ static void run_case(const context_case *c, pair *p, int ordered, int seed) {
   judge(c->what, ordered, pair_release(p, ordered));
 }
 
-/* The case in two contexts made for it (or one, same_context): controls, then ordered runs
- * of which the first meets the producer context's cold pool. */
-static void run_context_case(const context_case *c) {
-  CUcontext producer = context_new();
-  CUcontext consumer = context_new();
+/* The case from producer to consumer: controls, then ordered runs of which the first
+ * meets the producer context's pool cold (dlsync has made no event in it). */
+static void run_case_between(const context_case *c, CUcontext producer, CUcontext consumer) {
   pair p;
   pair_make(&p, producer, consumer, c->consumer_stream);
   for (int run = 0; run < CONTROL_GATED; run++) run_case(c, &p, 0, run);
@@ -233,10 +231,18 @@ static void run_context_case(const context_case *c) {
   print_message("%s: events made by the cold run %llu, by %d warm runs %llu\n", c->what,
                 (unsigned long long)cold, ORDERED_GATED - 1, (unsigned long long)warm);
   pair_free(&p);
+}
+
+/* Cases between two contexts made for them: cases[i] from x to y when i is even, from y to
+ * x when odd. */
+static void run_cases(const context_case *cases, size_t count) {
+  CUcontext x = context_new();
+  CUcontext y = context_new();
+  for (size_t i = 0; i < count; i++) run_case_between(&cases[i], i % 2 ? y : x, i % 2 ? x : y);
   DL_OK(dl_sync_shutdown()); /* before destroying contexts dlsync used (dl_sync_shutdown) */
   CU_OK(cu.ctx_set_current(NULL));
-  CU_OK(cu.ctx_destroy(consumer));
-  CU_OK(cu.ctx_destroy(producer));
+  CU_OK(cu.ctx_destroy(y));
+  CU_OK(cu.ctx_destroy(x));
 }
 
 static void test_streams_of_two_created_contexts_both_ways(void **state) {
@@ -244,12 +250,12 @@ static void test_streams_of_two_created_contexts_both_ways(void **state) {
   skip_without_device();
   suite_set_mode(MODE_CREATED_CONTEXTS);
   const context_case cases[] = {
-      {"context X to context Y (stream argument, no context current)", 1, NULL,
+      {"context x to context y (stream argument, no context current)", 1, NULL,
        order_by_stream_argument, 0},
-      {"context Y to context X (push_dep, the consumer's context current)", 1, NULL,
+      {"context y to context x (push_dep, the consumer's context current)", 1, NULL,
        order_by_push_dep, 1},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_context_case(&cases[i]);
+  run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* stream=None and stream=2 while a created context of the device is current: the default
@@ -264,7 +270,7 @@ static void test_default_streams_named_while_another_context_is_current(void **s
       {"per-thread default stream of the current created context (stream=2)", 0,
        cudaStreamPerThread, order_to_per_thread_stream, 1},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_context_case(&cases[i]);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_cases(&cases[i], 1);
 }
 
 /* The primary context: an exchange, the runtime's reset of it (cudaDeviceReset), the
