@@ -64,9 +64,11 @@ struct sim_thread_exit {
 };
 
 /* Records filed by exiting threads, not yet taken into dl_sync__sim.thread_exits: a
-   thread's exit hook takes no lock of the simulator's. winpthreads runs key destructors
-   under its own lock, which its pthread_create takes too, and the simulator creates
-   threads (stream workers, created threads) with its lock held. */
+   thread's exit hook takes no lock of the simulator's, which creates threads (stream
+   workers, created threads) with its lock held. winpthreads runs key destructors
+   (_pthread_cleanup_dest) holding a lock that its pthread_create waits for
+   (pop_pthread_mem): a backtrace of the deadlock under Wine, mingw-w64 winpthreads as
+   Debian 12 ships it. */
 static struct sim_thread_exit *_Atomic filed;
 static _Atomic uint64_t filings;
 
