@@ -233,8 +233,6 @@ void dl_sync__sim_own_thread_call(int own);
 /* The calling host thread's agent and clock, made on first use: its clock starts from
    what the thread inherited at its creation (lock held). */
 int dl_sync__sim_host_agent(sim_clock **clock);
-/* The same without making one: -1 when the thread has none since the last reset. */
-int dl_sync__sim_existing_host_agent(sim_clock **clock);
 void dl_sync__sim_thread_exits_free(void); /* lock held */
 
 /* What a thread created through the simulator's pthread_create receives from its

@@ -190,7 +190,8 @@ int dl_sync__sim_host_agent(sim_clock **clock) {
   return host.agent;
 }
 
-int dl_sync__sim_existing_host_agent(sim_clock **clock) {
+/* The calling thread's agent without making one: -1 when it has none since the last reset. */
+static int existing_host_agent(sim_clock **clock) {
   refresh_host();
   if (host.agent >= 0) *clock = dl_sync__sim.host_clocks[host.agent];
   return host.agent;
@@ -200,7 +201,7 @@ int dl_sync__sim_existing_host_agent(sim_clock **clock) {
    birth if nothing reset the simulator since; NULL when nothing. */
 static const sim_clock *knowledge(const sim_birth *birth) {
   sim_clock *clock = NULL;
-  if (dl_sync__sim_existing_host_agent(&clock) >= 0) return clock;
+  if (existing_host_agent(&clock) >= 0) return clock;
   return birth != NULL && birth->generation == dl_sync__sim.generation ? &birth->clock : NULL;
 }
 
