@@ -144,9 +144,15 @@ DL_SYNC_API int dl_sync_sim_stream_end_capture(dl_sync_sim_stream *stream,
 /** status: DL_SYNC_CAPTURE_NONE/ACTIVE/INVALIDATED; id: the capture sequence. */
 DL_SYNC_API int dl_sync_sim_stream_capture_info(dl_sync_sim_stream *stream, int32_t *status,
                                                 uint64_t *id, dl_sync_sim_graph **graph);
+/** Sets the calling thread's capture interaction mode to *mode (DL_SYNC_SIM_CAPTURE_*) and
+    writes the previous one there, as cudaThreadExchangeStreamCaptureMode does; a thread
+    starts in DL_SYNC_SIM_CAPTURE_GLOBAL. It decides which captures a potentially unsafe
+    call of the thread disturbs (dl_sync_sim_prohibited_call). */
+DL_SYNC_API int dl_sync_sim_thread_exchange_capture_mode(int *mode);
 /** Stands for a call CUDA forbids during capture (cudaMalloc, a synchronization): fails
     with DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED and invalidates the captures it would
-    disturb (global-mode captures of any thread, and this thread's other captures).
+    disturb. In the global interaction mode: global-mode captures of any thread, and this
+    thread's own non-relaxed captures; thread-local: only the latter; relaxed: none.
     Independently of the modes: using the legacy stream while a blocking stream of its
     device captures fails with DL_SYNC_SIM_ERROR_CAPTURE_IMPLICIT (the capture query
     without invalidating), and synchronizing the device while any of its streams

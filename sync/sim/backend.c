@@ -44,14 +44,27 @@ static int sim_stream_wait_external(void *ctx, void *stream, void *event) {
   return dl_sync_sim_stream_wait_event(stream, event, DL_SYNC_SIM_EVENT_WAIT_EXTERNAL);
 }
 
+/* Queries and synchronizations run in the relaxed interaction mode, the caller's put back
+   after, as the runtime backends do: dlsync makes them only on events recorded outside any
+   capture, and no capture of any thread is then disturbed (docs/sim.md). */
+static int relaxed(int (*call)(dl_sync_sim_event *event), dl_sync_sim_event *event) {
+  int mode = DL_SYNC_SIM_CAPTURE_RELAXED;
+  int error = dl_sync_sim_thread_exchange_capture_mode(&mode);
+  if (error != DL_SYNC_SIM_SUCCESS) return error;
+  error = call(event);
+  int restored = dl_sync_sim_thread_exchange_capture_mode(&mode);
+  int answered = error == DL_SYNC_SIM_SUCCESS || error == DL_SYNC_SIM_ERROR_NOT_READY;
+  return answered && restored != DL_SYNC_SIM_SUCCESS ? restored : error;
+}
+
 static int sim_event_synchronize(void *ctx, void *event) {
   (void)ctx;
-  return dl_sync_sim_event_synchronize(event);
+  return relaxed(dl_sync_sim_event_synchronize, event);
 }
 
 static int sim_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
-  int error = dl_sync_sim_event_query(event);
+  int error = relaxed(dl_sync_sim_event_query, event);
   *complete = error == DL_SYNC_SIM_SUCCESS;
   return error == DL_SYNC_SIM_ERROR_NOT_READY ? DL_SYNC_SIM_SUCCESS : error;
 }

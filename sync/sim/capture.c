@@ -15,16 +15,38 @@ static int own_capture(const sim_capture *capture) {
   return pthread_equal(capture->thread, pthread_self());
 }
 
-/* The calling thread is taken to be in CUDA's default (global) interaction mode: it may
-   not make unsafe calls while it has a non-relaxed capture of its own, or while another
-   thread has a global-mode capture. Those captures are invalidated. */
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode, whose
+   GLOBAL "is the default mode"). */
+static _Thread_local int thread_mode = DL_SYNC_SIM_CAPTURE_GLOBAL;
+
+int dl_sync_sim_thread_exchange_capture_mode(int *mode) {
+  if (mode == NULL || *mode < DL_SYNC_SIM_CAPTURE_GLOBAL || *mode > DL_SYNC_SIM_CAPTURE_RELAXED)
+    return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  int previous = thread_mode;
+  thread_mode = *mode;
+  *mode = previous;
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+/* Whether the calling thread, in its interaction mode, may make a potentially unsafe call
+   while capture c is in progress (cuThreadExchangeStreamCaptureMode): GLOBAL: "If the local
+   thread has an ongoing capture sequence that was not initiated with
+   CU_STREAM_CAPTURE_MODE_RELAXED at cuStreamBeginCapture, or if any other thread has a
+   concurrent capture sequence initiated with CU_STREAM_CAPTURE_MODE_GLOBAL, this thread is
+   prohibited from potentially unsafe API calls"; THREAD_LOCAL: the same for the local
+   thread, and "Concurrent capture sequences in other threads are ignored"; RELAXED: "the
+   local thread is not prohibited from potentially unsafe API calls". */
+static int disturbs(const sim_capture *c) {
+  if (thread_mode == DL_SYNC_SIM_CAPTURE_RELAXED) return 0;
+  if (own_capture(c)) return c->mode != DL_SYNC_SIM_CAPTURE_RELAXED;
+  return thread_mode == DL_SYNC_SIM_CAPTURE_GLOBAL && c->mode == DL_SYNC_SIM_CAPTURE_GLOBAL;
+}
+
+/* A potentially unsafe call: the captures it disturbs are invalidated. */
 int dl_sync__sim_check_prohibited(void) {
   int prohibited = 0;
   for (sim_capture *c = dl_sync__sim.captures; c != NULL; c = c->next_capture) {
-    if (c->ended) continue;
-    int disturbed = own_capture(c) ? c->mode != DL_SYNC_SIM_CAPTURE_RELAXED
-                                   : c->mode == DL_SYNC_SIM_CAPTURE_GLOBAL;
-    if (!disturbed) continue;
+    if (c->ended || !disturbs(c)) continue;
     c->invalidated = 1;
     prohibited = 1;
   }

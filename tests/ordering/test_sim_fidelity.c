@@ -2,7 +2,7 @@
 /* The simulated device against the CUDA documentation: for every rule it models, a
    scenario CUDA refuses or orders, and beside it the control that CUDA accepts or leaves
    unordered. docs/sim.md lists each rule with its source and the test here that pins it. */
-#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, pthread barriers */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -760,6 +760,88 @@ static void test_unsafe_calls_fail_in_the_callers_own_non_relaxed_capture(void *
   }
 }
 
+/* A capture begun on a thread of its own, which stays alive until it ends the capture
+   (only a relaxed capture may end on another thread). */
+typedef struct foreign_capture {
+  pthread_t thread;
+  pthread_barrier_t begun, end;
+  dl_sync_sim_stream *stream;
+  int mode, ended;
+} foreign_capture;
+
+static void *capture_on_own_thread(void *arg) {
+  foreign_capture *f = arg;
+  int begun = dl_sync_sim_stream_begin_capture(f->stream, f->mode);
+  pthread_barrier_wait(&f->begun);
+  pthread_barrier_wait(&f->end);
+  f->ended = begun == DL_SYNC_SIM_SUCCESS ? end_capture(f->stream) : begun;
+  return NULL;
+}
+
+static void foreign_capture_begin(foreign_capture *f, int mode) {
+  f->stream = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  f->mode = mode;
+  pthread_barrier_init(&f->begun, NULL, 2);
+  pthread_barrier_init(&f->end, NULL, 2);
+  pthread_create(&f->thread, NULL, capture_on_own_thread, f);
+  pthread_barrier_wait(&f->begun);
+}
+
+/* The error that ending the capture answered. */
+static int foreign_capture_end(foreign_capture *f) {
+  pthread_barrier_wait(&f->end);
+  pthread_join(f->thread, NULL);
+  pthread_barrier_destroy(&f->begun);
+  pthread_barrier_destroy(&f->end);
+  return f->ended;
+}
+
+/* cuThreadExchangeStreamCaptureMode: the calling thread's interaction mode decides which
+   captures its potentially unsafe calls disturb. GLOBAL (the default): "If the local thread
+   has an ongoing capture sequence that was not initiated with CU_STREAM_CAPTURE_MODE_RELAXED
+   at cuStreamBeginCapture, or if any other thread has a concurrent capture sequence
+   initiated with CU_STREAM_CAPTURE_MODE_GLOBAL, this thread is prohibited from potentially
+   unsafe API calls"; THREAD_LOCAL: the local thread's own, and "Concurrent capture sequences
+   in other threads are ignored"; RELAXED: "the local thread is not prohibited from
+   potentially unsafe API calls". Every combination of the caller's mode, the capture's mode
+   and whose capture it is; the global caller is the control. */
+static void test_interaction_modes_decide_what_unsafe_calls_disturb(void **state) {
+  (void)state;
+  int mode = 7;
+  assert_int_equal(dl_sync_sim_thread_exchange_capture_mode(&mode),
+                   DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  assert_int_equal(dl_sync_sim_thread_exchange_capture_mode(NULL), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  for (size_t caller = 0; caller < 3; caller++)
+    for (size_t captured = 0; captured < 3; captured++)
+      for (int own = 0; own < 2; own++) {
+        int expected = caller == 2 ? 0 : own ? captured != 2 : caller == 0 && captured == 0;
+        foreign_capture f = {0};
+        dl_sync_sim_stream *stream = NULL;
+        if (own) {
+          stream = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+          CHECK_SIM(dl_sync_sim_stream_begin_capture(stream, capture_modes[captured]));
+        } else {
+          foreign_capture_begin(&f, capture_modes[captured]);
+          stream = f.stream;
+        }
+        mode = capture_modes[caller];
+        CHECK_SIM(dl_sync_sim_thread_exchange_capture_mode(&mode));
+        assert_int_equal(mode, DL_SYNC_SIM_CAPTURE_GLOBAL); /* a thread starts global */
+        int answered = dl_sync_sim_prohibited_call();
+        CHECK_SIM(dl_sync_sim_thread_exchange_capture_mode(&mode));
+        assert_int_equal(mode, capture_modes[caller]); /* the previous mode comes back */
+        int32_t status;
+        CHECK_SIM(dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL));
+        int ended = own ? end_capture(stream) : foreign_capture_end(&f);
+        if (answered != (expected ? DL_SYNC_SIM_ERROR_CAPTURE_UNSUPPORTED : DL_SYNC_SIM_SUCCESS) ||
+            status != (expected ? DL_SYNC_CAPTURE_INVALIDATED : DL_SYNC_CAPTURE_ACTIVE) ||
+            ended != (expected ? DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED : DL_SYNC_SIM_SUCCESS))
+          fail_msg("caller mode %d, %s capture of mode %d: answered %d, status %d, ended %d",
+                   capture_modes[caller], own ? "its own" : "another thread's",
+                   capture_modes[captured], answered, (int)status, ended);
+      }
+}
+
 static void test_legacy_capture_info_is_implicit_error_without_invalidating(void **state) {
   (void)state;
   int32_t status;
@@ -1202,6 +1284,7 @@ int main(void) {
       SIM_TEST(test_legacy_stream_sync_during_a_blocking_capture_is_invalid),
       SIM_TEST(test_device_sync_during_any_capture_of_the_device_is_invalid),
       SIM_TEST(test_unsafe_calls_fail_in_the_callers_own_non_relaxed_capture),
+      SIM_TEST(test_interaction_modes_decide_what_unsafe_calls_disturb),
       SIM_TEST(test_legacy_capture_info_is_implicit_error_without_invalidating),
       SIM_TEST(test_foreign_event_query_invalidates_a_global_capture),
       SIM_TEST(test_query_of_an_event_recorded_in_the_capture_invalidates_it),
