@@ -106,6 +106,14 @@ int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op) {
   return set && (b->available == NULL || b->available(b->ctx, op));
 }
 
+int dl_sync__backend_query_disturbs_recording_stream(const dl_sync_backend *b) {
+  if (b->size < offsetof(dl_sync_backend, query_disturbs_recording_stream) +
+                    sizeof b->query_disturbs_recording_stream ||
+      b->query_disturbs_recording_stream == NULL)
+    return 0;
+  return b->query_disturbs_recording_stream(b->ctx);
+}
+
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {
   if (device_type < 0 || device_type >= DL_SYNC__REGISTRY_SIZE) return NULL;
   const dl_sync_backend *b = atomic_load_explicit(&installed[device_type], memory_order_acquire);

@@ -277,6 +277,10 @@ static int context_alive(const dl_sync_backend *b, void *context, uint64_t conte
   return b->context_id == NULL || (b->context_id(b->ctx, context, &now) == 0 && now == context_id);
 }
 
+int dl_sync__pool_alive(const dl_sync__pool *pool) {
+  return context_alive(pool->backend, pool->context, pool->context_id);
+}
+
 /* Retires pool and destroys its idle events. They are taken out under its lock and
    destroyed with none held, so that a graph's user-object destructor giving an event back
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.

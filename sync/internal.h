@@ -215,6 +215,9 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 /* Whether an optional operation (its callback set, and available if the backend says) can
    be used: the one test of stream_wait_external and graph_retain. */
 int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
+/* Whether asking about an event last recorded on a stream that captures now invalidates that
+   capture on b's runtime (query_disturbs_recording_stream; 0 when b's size lacks it). */
+int dl_sync__backend_query_disturbs_recording_stream(const dl_sync_backend *b);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \
@@ -238,6 +241,9 @@ long dl_sync__pools_allocated(void);
 /* Gives an event back. Makes no runtime call and takes no lock a forked child could
    inherit held, so it is safe from runtime callbacks and in a child. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
+/* Whether pool's context is still the one its events were made in (a destroyed or reset
+   context took them with it); always with backends without contexts. */
+int dl_sync__pool_alive(const dl_sync__pool *pool);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;
@@ -268,9 +274,6 @@ typedef struct dl_sync__dep {
      refused with ECAPTURE, not made) */
   int dst_queried;
   dl_sync_capture_info dst_capture;
-  /* a stream ordered captures: no deferred deleter runs on this thread now (it may make
-     a call that the capture forbids) */
-  int capturing;
 } dl_sync__dep;
 
 /* calls.c: the backend calls on one bound stream, its place made current by guard when it
@@ -322,18 +325,43 @@ int dl_sync__deleter_verdict(uintptr_t deleter);
    (legacy: of a DLManagedTensor), 0 for any other deleter. Reads nothing at the address. */
 int dl_sync__deleter_major(uintptr_t deleter, int legacy);
 
-/* release.c: deferred releases, found by later dlsync calls: the count pending (a relaxed
-   read is enough to skip the poll), a bounded poll, and shutdown's wait for them all. */
+/* release_queue.c: the releases waiting for their deleter (a deferred one on an event of its
+   consumer stream, one a graph keeps until the graph is gone), and the calls that finish
+   them. The count pending: deferred and kept by graphs. */
 extern atomic_int dl_sync__releases_pending;
-DL_SYNC__COLD void dl_sync__release_poll_some(int most);
-/* Never while a stream of the call captures: a deleter may make a call the capture forbids
-   (cudaFree, a synchronization), on this very thread. */
-static inline void dl_sync__release_poll_later(int capturing) {
-  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0 && !capturing)
-    dl_sync__release_poll_some(4);
-}
-/* Waits for every pending release whose graph is gone, and runs their deleters. */
-void dl_sync__release_drain(void);
+typedef struct dl_sync__pending dl_sync__pending;
+/* EINVAL (naming the tensor) when tensor waits for its release already. */
+int dl_sync__release_check_new(const void *tensor);
+/* A release of tensor for a deleter to run later; NULL without memory. Freed with free()
+   until it is deferred or kept. */
+dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy);
+/* Queues it behind event (of pool and b, recorded on consumer, which binding identified):
+   OK, or EINVAL when its tensor waits already, ENOMEM; then nothing is queued and the
+   event and p are still the caller's. */
+int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
+                           void *event, const dl_sync__bound *consumer);
+/* Marks its tensor kept by a graph (EINVAL when it waits already, ENOMEM); then the graph's
+   user object is given dl_sync__pending_graph_gone(p) as its release, and the retain's
+   outcome is told: kept, or abandoned (the graph refused it: the tensor is the caller's
+   again). */
+int dl_sync__pending_keep(dl_sync__pending *p);
+void dl_sync__pending_graph_gone(void *p);
+void dl_sync__pending_kept(dl_sync__pending *p);
+void dl_sync__pending_abandon(dl_sync__pending *p);
+/* Finishes the releases whose work completed (with wait, waits for each deferred one on the
+   host): their deleters run on this thread, no lock held. Returns how many ran. */
+int dl_sync__release_finish(int wait);
+/* The deferred releases queued now. */
+int dl_sync__releases_queued(void);
+/* What dl_sync_shutdown reports of the releases it could not finish: EBACKEND for those
+   whose completion could not be asked (never finished; reported once), ECAPTURE for those
+   waiting behind a capture, else OK. */
+int dl_sync__release_report_left(void);
+
+/* release_thread.c: wakes the release thread, when it runs, for a release just queued; and
+   stops it (*was_running says whether it ran), for dl_sync_shutdown. */
+void dl_sync__release_thread_wake(void);
+int dl_sync__release_thread_stop(int *was_running);
 
 /* tensor.c: what releasing a tensor (either kind, legacy says which) needs of it: its
    device, and the producer's reuse stream when its owner record names one. */
@@ -343,6 +371,8 @@ typedef struct dl_sync__release_target {
   DLDevice device;
   int has_reuse;
   dl_sync_stream reuse;
+  void *reuse_context;       /* a legacy reuse stream's context, as the producer named it */
+  uint64_t reuse_context_id; /* 0: not named (an explicit stream, no contexts, an older copy) */
 } dl_sync__release_target;
 int dl_sync__tensor_release_target(void *tensor, int legacy, dl_sync__release_target *out);
 /* Runs the tensor's deleter (when not NULL). */

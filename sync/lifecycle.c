@@ -27,13 +27,22 @@ int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t device_id,
   return DL_SYNC_OK;
 }
 
+/* The release thread is paused meanwhile (nothing else may call dlsync), and the releases
+   are finished first, so that their events are back in the pools. */
 int dl_sync_shutdown(void) {
-  dl_sync__release_drain(); /* their events go back to the pools first */
-  dl_sync__caches_lock();   /* held throughout: exiting threads flush into pools */
+  int thread_ran = 0;
+  int status = dl_sync__release_thread_stop(&thread_ran);
+  if (status != DL_SYNC_OK) return dl_sync__named("dl_sync_shutdown", status);
+  dl_sync__release_finish(1);
+  int left = dl_sync__release_report_left();
+  dl_sync__caches_lock(); /* held throughout: exiting threads flush into pools */
   dl_sync__caches_flush_all();
-  int status = dl_sync__pools_drain_all();
+  status = dl_sync__pools_drain_all();
   dl_sync__caches_unlock();
   int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
   if (status == DL_SYNC_OK) status = released;
+  if (status == DL_SYNC_OK) status = left;
+  if (thread_ran && dl_sync_release_thread_start() != DL_SYNC_OK && status == DL_SYNC_OK)
+    status = DL_SYNC_ENOMEM; /* its message is written */
   return dl_sync__named("dl_sync_shutdown", status);
 }

@@ -3,8 +3,8 @@
  * platform.h: what dlsync asks of the operating system beyond C11: loading
  * libraries and finding the loaded ones, the identity of the code at an address, keeping
  * this copy's code mapped, a thread-exit hook, yielding the processor, fork, and the
- * locks, one-time calls and thread-local storage the library uses. platform_posix.c holds
- * the POSIX answers (dlfcn, the dynamic loader's list of objects, pthreads),
+ * threads, locks, conditions, one-time calls and thread-local storage the library uses.
+ * platform_posix.c holds the POSIX answers (dlfcn, the dynamic loader's list of objects, pthreads),
  * platform_windows.c the Windows ones, platform.c what is the same on both; the rest of
  * the library includes no operating system header.
  */
@@ -91,6 +91,29 @@ static inline void dl_sync__once_run(dl_sync__once *once, void (*function)(void)
   pthread_once(once, function);
 }
 #endif
+
+/* Condition variables for a dl_sync__mutex, initialized statically (DL_SYNC__COND_INIT).
+   dl_sync__cond_wait waits for a signal, or at most timeout_ms milliseconds (< 0: no
+   limit); it may also return early, as both systems' waits may. */
+#ifdef _WIN32
+typedef struct dl_sync__cond {
+  void *state; /* a CONDITION_VARIABLE */
+} dl_sync__cond;
+#define DL_SYNC__COND_INIT \
+  { 0 }
+#else
+typedef pthread_cond_t dl_sync__cond;
+#define DL_SYNC__COND_INIT PTHREAD_COND_INITIALIZER
+#endif
+void dl_sync__cond_wait(dl_sync__cond *cond, dl_sync__mutex *mutex, int timeout_ms);
+void dl_sync__cond_signal(dl_sync__cond *cond);
+/* For a fork child, as dl_sync__mutex_renew. */
+void dl_sync__cond_renew(dl_sync__cond *cond);
+
+/* A thread of dlsync's own, running run(arg): its handle, or NULL when none could be made;
+   joined once. */
+void *dl_sync__thread_start(void (*run)(void *arg), void *arg);
+void dl_sync__thread_join(void *thread);
 
 /* Thread-local storage: C11's, or MSVC's own storage class (which has it in every
    version, in DLLs too). */

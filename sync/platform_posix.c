@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* platform.h on POSIX systems: dlfcn, the dynamic loader's object list, sched_yield and
-   pthread_atfork. */
+/* platform.h on POSIX systems: dlfcn, the dynamic loader's object list, pthreads,
+   sched_yield and pthread_atfork. */
 #ifndef _WIN32
 #define _GNU_SOURCE /* dladdr, dlinfo, dl_iterate_phdr, RTLD_NOLOAD, RTLD_NODELETE */
 #include "platform.h"
@@ -9,6 +9,8 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <time.h>
 
 void *dl_sync__library_open(const char *file, int only_if_loaded) {
   return dlopen(file, RTLD_NOW | RTLD_LOCAL | (only_if_loaded ? RTLD_NOLOAD : 0));
@@ -94,6 +96,56 @@ __attribute__((destructor)) static void forget_thread_exit_key(void) {
 
 void dl_sync__yield(void) {
   sched_yield();
+}
+
+void dl_sync__cond_wait(dl_sync__cond *cond, dl_sync__mutex *mutex, int timeout_ms) {
+  if (timeout_ms < 0) {
+    pthread_cond_wait(cond, mutex);
+    return;
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until); /* the clock of a statically initialized condition */
+  long nanoseconds = until.tv_nsec + (long)(timeout_ms % 1000) * 1000000L;
+  until.tv_sec += timeout_ms / 1000 + nanoseconds / 1000000000L;
+  until.tv_nsec = nanoseconds % 1000000000L;
+  pthread_cond_timedwait(cond, mutex, &until);
+}
+
+void dl_sync__cond_signal(dl_sync__cond *cond) {
+  pthread_cond_signal(cond);
+}
+
+void dl_sync__cond_renew(dl_sync__cond *cond) {
+  pthread_cond_init(cond, NULL);
+}
+
+typedef struct started {
+  void (*run)(void *arg);
+  void *arg;
+} started;
+
+static void *run_started(void *arg) {
+  started call = *(started *)arg;
+  free(arg);
+  call.run(call.arg);
+  return NULL;
+}
+
+void *dl_sync__thread_start(void (*run)(void *arg), void *arg) {
+  pthread_t *thread = malloc(sizeof *thread);
+  started *call = malloc(sizeof *call);
+  if (thread != NULL && call != NULL) {
+    *call = (started){run, arg};
+    if (pthread_create(thread, NULL, run_started, call) == 0) return thread;
+  }
+  free(thread);
+  free(call);
+  return NULL;
+}
+
+void dl_sync__thread_join(void *thread) {
+  pthread_join(*(pthread_t *)thread, NULL);
+  free(thread);
 }
 
 void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {

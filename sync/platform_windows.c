@@ -9,6 +9,7 @@
 #include <windows.h>
 #include <psapi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { DL_SYNC__PATH_BYTES = 1024 };
@@ -162,6 +163,48 @@ void dl_sync__once_run(dl_sync__once *once, void (*function)(void)) {
 
 void dl_sync__yield(void) {
   SwitchToThread();
+}
+
+_Static_assert(sizeof(dl_sync__cond) == sizeof(CONDITION_VARIABLE),
+               "dl_sync__cond is a CONDITION_VARIABLE");
+
+void dl_sync__cond_wait(dl_sync__cond *cond, dl_sync__mutex *mutex, int timeout_ms) {
+  SleepConditionVariableSRW((CONDITION_VARIABLE *)cond, (SRWLOCK *)mutex,
+                            timeout_ms < 0 ? INFINITE : (DWORD)timeout_ms, 0);
+}
+
+void dl_sync__cond_signal(dl_sync__cond *cond) {
+  WakeConditionVariable((CONDITION_VARIABLE *)cond);
+}
+
+void dl_sync__cond_renew(dl_sync__cond *cond) {
+  InitializeConditionVariable((CONDITION_VARIABLE *)cond);
+}
+
+typedef struct started {
+  void (*run)(void *arg);
+  void *arg;
+} started;
+
+static DWORD WINAPI run_started(void *arg) {
+  started call = *(started *)arg;
+  free(arg);
+  call.run(call.arg);
+  return 0;
+}
+
+void *dl_sync__thread_start(void (*run)(void *arg), void *arg) {
+  started *call = malloc(sizeof *call);
+  if (call == NULL) return NULL;
+  *call = (started){run, arg};
+  HANDLE thread = CreateThread(NULL, 0, run_started, call, 0, NULL);
+  if (thread == NULL) free(call);
+  return thread;
+}
+
+void dl_sync__thread_join(void *thread) {
+  WaitForSingleObject((HANDLE)thread, INFINITE);
+  CloseHandle((HANDLE)thread);
 }
 
 void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {

@@ -108,7 +108,6 @@ int dl_sync__dep_order(dep *d) {
   int status = dl_sync__capture_query(&d->guard, &d->src, &src_capture);
   if (status != DL_SYNC_OK) return status;
   int src_capturing = src_capture.status == DL_SYNC_CAPTURE_ACTIVE;
-  if (src_capturing) d->capturing = 1;
   if (src_capturing && is_legacy(d->dst.stream)) return legacy_stream_under_capture(d);
 
   status = dl_sync__dep_dst_capture(d, &dst_capture);
@@ -116,7 +115,6 @@ int dl_sync__dep_order(dep *d) {
   /* A query that answers DL_SYNC_OK has filled the capture state (capture.c, which the
      analyzer does not see). NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
   int dst_capturing = dst_capture->status == DL_SYNC_CAPTURE_ACTIVE;
-  if (dst_capturing) d->capturing = 1;
   if (!src_capturing) return dst_capturing ? wait_external(d) : record_and_wait(d);
   if (dst_capturing && dst_capture->id == src_capture.id) return record_and_wait(d);
   if (dst_capturing)
@@ -138,7 +136,6 @@ int dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst
   d->pool = NULL;
   d->none_arg = none_arg;
   d->dst_queried = 0;
-  d->capturing = 0; /* set by dl_sync__dep_order */
   dl_sync__guard_init(&d->guard, backend);
   return dl_sync__bind(&d->guard, dst, &d->dst);
 }
@@ -156,9 +153,7 @@ static int order(const dl_sync_backend *backend, dl_sync_stream src, dl_sync_str
   int status = dl_sync__dep_init(&d, backend, dst, none_arg);
   if (status == DL_SYNC_OK) status = dl_sync__dep_set_source(&d, src);
   if (status == DL_SYNC_OK) status = dl_sync__dep_order(&d);
-  status = dl_sync__guard_end(&d.guard, src.device, status);
-  dl_sync__release_poll_later(d.capturing); /* a few deferred releases, found done here */
-  return status;
+  return dl_sync__guard_end(&d.guard, src.device, status);
 }
 
 int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {

@@ -212,18 +212,25 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
   return owner;
 }
 
-/* A record names its event's context from minor 1 on (0: none, or an older copy's). */
-static uint64_t record_context(const dl_sync_tensor_event_owner *record) {
-  return record->size >= DL_SYNC__RECORD_1_0 + sizeof record->context_id ? record->context_id : 0;
+/* Whether record's size covers field (of the given size): a field an older copy lacks. */
+#define HAS_FIELD(record, field) \
+  ((record)->size >= offsetof(dl_sync_tensor_event_owner, field) + sizeof((record)->field))
+
+/* A record names the producer's reuse stream from minor 2 on, and its context from minor 3
+   on (reuse_context_id 0: not named). */
+static int record_reuse(const dl_sync_tensor_event_owner *record, dl_sync__release_target *out) {
+  if (!HAS_FIELD(record, reuse_device) || record->reuse_device.device_type == 0) return 0;
+  out->reuse = (dl_sync_stream){record->reuse_device, record->reuse_stream};
+  if (HAS_FIELD(record, reuse_context_id)) {
+    out->reuse_context = record->reuse_context;
+    out->reuse_context_id = record->reuse_context_id;
+  }
+  return 1;
 }
 
-/* A record names the producer's reuse stream from minor 2 on. */
-static int record_reuse(const dl_sync_tensor_event_owner *record, dl_sync_stream *reuse) {
-  if (record->size < offsetof(dl_sync_tensor_event_owner, reuse_device) + sizeof(DLDevice) ||
-      record->reuse_device.device_type == 0)
-    return 0;
-  *reuse = (dl_sync_stream){record->reuse_device, record->reuse_stream};
-  return 1;
+/* A record names its event's context from minor 1 on (0: none, or an older copy's). */
+static uint64_t record_context(const dl_sync_tensor_event_owner *record) {
+  return HAS_FIELD(record, context_id) ? record->context_id : 0;
 }
 
 /* cuEventRecord: "hEvent and hStream must be from the same context". */
@@ -264,19 +271,29 @@ static int recordable(const tensor_view *v, const dl_sync_tensor_event_owner *re
                         producer->stream.handle);
 }
 
-/* The producer's reuse stream goes into a record this copy owns; another copy's record is
-   read-only here. */
-static int name_reuse(const tensor_view *v, dl_sync_tensor_event_owner *record,
-                      const dl_sync_stream *reuse) {
+/* Whether this copy may write record: another copy's record is read-only here. */
+static int writable(const tensor_view *v, const dl_sync_tensor_event_owner *record) {
+  if (record == NULL || record->retain == owner_retain) return DL_SYNC_OK;
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "tensor %p carries an event recorded by another copy of dlsync, whose "
+                        "record this copy does not write: name the reuse stream with the copy "
+                        "that recorded the event",
+                        v->tensor);
+}
+
+/* The producer's reuse stream goes into a record this copy owns, with its context as the
+   producer's call names it (bound by the call's guard before anything was switched): the
+   legacy stream is the one of the context current here, not of the consumer's. */
+static int name_reuse(dl_sync__guard *guard, dl_sync_tensor_event_owner *record,
+                      dl_sync__bound *reuse) {
   if (reuse == NULL) return DL_SYNC_OK;
-  if (record->retain != owner_retain)
-    return dl_sync__error(DL_SYNC_EINVAL,
-                          "tensor %p carries an event recorded by another copy of dlsync, whose "
-                          "record this copy does not write: name the reuse stream with the copy "
-                          "that recorded the event",
-                          v->tensor);
-  record->reuse_stream = reuse->handle;
-  record->reuse_device = reuse->device;
+  int names_context = guard->contexts && reuse->is_default; /* an explicit handle names its own */
+  int status = names_context ? dl_sync__identify(guard, reuse) : DL_SYNC_OK;
+  if (status != DL_SYNC_OK) return status;
+  record->reuse_stream = reuse->stream.handle;
+  record->reuse_device = reuse->stream.device;
+  record->reuse_context = names_context ? reuse->context : NULL;
+  record->reuse_context_id = names_context ? reuse->context_id : 0;
   return DL_SYNC_OK;
 }
 
@@ -313,10 +330,14 @@ static int record(const tensor_view *v, dl_sync_stream producer, const dl_sync_s
   const dl_sync_backend *b = NULL;
   if (status == DL_SYNC_OK) status = dl_sync__backend_for(producer.device, &b);
   if (status != DL_SYNC_OK) return status;
+  if (reuse != NULL) status = writable(v, record);
+  if (status != DL_SYNC_OK) return status;
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, b);
-  dl_sync__bound bound;
+  dl_sync__bound bound, reuse_bound;
   status = dl_sync__bind(&guard, dl_sync_stream_view(producer.device, producer.handle), &bound);
+  if (status == DL_SYNC_OK && reuse != NULL)
+    status = dl_sync__bind(&guard, dl_sync_stream_view(reuse->device, reuse->handle), &reuse_bound);
   if (status == DL_SYNC_OK) status = recordable(v, record, &guard, &bound);
   tensor_owner *fresh = NULL;
   if (status == DL_SYNC_OK && record == NULL) {
@@ -324,7 +345,8 @@ static int record(const tensor_view *v, dl_sync_stream producer, const dl_sync_s
     if (fresh != NULL) record = &fresh->record;
   }
   if (status == DL_SYNC_OK) status = dl_sync__record(&guard, record->event, &bound);
-  if (status == DL_SYNC_OK) status = name_reuse(v, record, reuse);
+  if (status == DL_SYNC_OK)
+    status = name_reuse(&guard, record, reuse != NULL ? &reuse_bound : NULL);
   if (fresh != NULL && status != DL_SYNC_OK)
     owner_release(fresh);
   else
@@ -475,7 +497,7 @@ int dl_sync__tensor_release_target(void *tensor, int legacy, dl_sync__release_ta
   out->device = v.device;
   dl_sync_tensor_event_owner *record = NULL;
   int status = record_of(&v, &record);
-  if (status == DL_SYNC_OK && record != NULL) out->has_reuse = record_reuse(record, &out->reuse);
+  if (status == DL_SYNC_OK && record != NULL) out->has_reuse = record_reuse(record, out);
   return status;
 }
 

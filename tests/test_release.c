@@ -250,9 +250,9 @@ static void test_a_capturing_consumers_graph_keeps_the_tensor(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(launcher));
 }
 
-/* Releases a live graph keeps never stand in the way of the others: 20 kept by one graph
-   (more than a poll looks at at once), then a deferred one that completed is found by the
-   next poll, and by a later ordering's few. */
+/* Releases a live graph keeps never stand in the way of the others: 20 kept by one graph,
+   then a deferred one that completed is found by the next poll, and no other call runs
+   it (an ordering between other streams). */
 static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
   (void)state;
   enum { KEPT = 20 };
@@ -275,10 +275,11 @@ static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
     make_tensor(&p, &pool, &block, NULL);
     assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(c, 0)), DL_SYNC_RELEASE_DEFERRED);
     CHECK_SIM(dl_sync_sim_stream_synchronize(c));
-    if (round == 0)
-      assert_int_equal(dl_sync_release_poll(), 1);
-    else /* a later ordering's slow path looks at a few */
+    if (round == 1) { /* an ordering runs no deleter, even with one done */
       CHECK_DL(dl_sync_push_dep(sim_view(b, 0), sim_view(c, 0)));
+      assert_int_equal(atomic_load(&p.deleted), 0);
+    }
+    assert_int_equal(dl_sync_release_poll(), 1);
     assert_int_equal(atomic_load(&p.deleted), 1);
   }
   assert_int_equal(dl_sync_release_pending(), KEPT);
@@ -289,18 +290,21 @@ static void test_graphs_that_live_on_hold_up_no_other_release(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(c));
 }
 
-/* A deleter may make a call that a capture forbids (a framework's allocator calling
-   cudaFree): a deferred release found done by a call that orders capturing streams (a
-   join inside the capture, a release into it) waits for a later call, and the capture
-   survives. The control makes the deleter's call inside a capture: the simulator, as
-   CUDA, refuses it and invalidates the capture. */
+/* A deleter is another library's code (it may take a lock its caller holds, call the
+   runtime, free memory): a deferred release's deleter runs only in the calls that name it
+   (dl_sync_release_poll, dl_sync_shutdown, the release thread), never in another call
+   that happens to find its work done: exports, dependencies, groups, tensor events, other
+   releases, inside a capture or not. Here every such call is made with one release done;
+   the deleter stands for a framework's allocator calling cudaFree, which a capture of
+   the calling thread forbids. The control: the deleter's call made inside a capture is
+   refused and invalidates it. */
 static int deleter_call;
 static void free_after_a_prohibited_call(DLManagedTensorVersioned *t) {
   deleter_call = dl_sync_sim_prohibited_call();
   free_on_producer_stream(t);
 }
 
-static void test_no_deferred_deleter_runs_inside_the_callers_capture(void **state) {
+static void test_only_the_calls_that_name_them_run_deferred_deleters(void **state) {
   (void)state;
   static pattern block;
   block_pool pool = {0};
@@ -310,29 +314,48 @@ static void test_no_deferred_deleter_runs_inside_the_callers_capture(void **stat
   CHECK_SIM(dl_sync_sim_stream_create(&d, DL_SYNC_SIM_STREAM_NON_BLOCKING));
   CHECK_SIM(dl_sync_sim_stream_create(&e, DL_SYNC_SIM_STREAM_NON_BLOCKING));
   CHECK_SIM(dl_sync_sim_event_create(&fork));
-  producer_tensor p, kept;
+  producer_tensor p, kept, other, recorded;
   make_tensor(&p, &pool, &block, NULL);
   make_tensor(&kept, &pool, &block, NULL);
+  make_tensor(&other, &pool, &block, NULL);
+  make_tensor(&recorded, &pool, &block, NULL);
   p.tensor.deleter = free_after_a_prohibited_call;
   deleter_call = -1;
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(e, 0)), DL_SYNC_RELEASE_DEFERRED);
-  CHECK_SIM(dl_sync_sim_stream_synchronize(e)); /* done: the next poll may run it */
+  CHECK_SIM(dl_sync_sim_stream_synchronize(e)); /* done: only a named call may run it */
 
+  /* Inside a capture of this thread: a join, a release into the capture. */
   CHECK_SIM(dl_sync_sim_stream_begin_capture(c, DL_SYNC_SIM_CAPTURE_GLOBAL));
   CHECK_SIM(dl_sync_sim_event_record(fork, c, 0));
   CHECK_SIM(dl_sync_sim_stream_wait_event(d, fork, 0)); /* d joins the capture */
   CHECK_DL(dl_sync_push_dep(sim_view(d, 0), sim_view(c, 0)));
   assert_int_equal(dl_sync_tensor_release(&kept.tensor, sim_view(c, 0)), DL_SYNC_RELEASE_GRAPH);
-  assert_int_equal(atomic_load(&p.deleted), 0);
   dl_sync_sim_graph *graph;
   CHECK_SIM(dl_sync_sim_stream_end_capture(c, &graph)); /* not invalidated */
   assert_non_null(graph);
-  CHECK_DL(dl_sync_push_dep(sim_view(d, 0), sim_view(e, 0))); /* no capture: it runs */
+  /* Outside any capture: every call that orders, waits or records, and another release. */
+  CHECK_DL(dl_sync_push_dep(sim_view(d, 0), sim_view(e, 0)));
+  CHECK_DL(dl_sync_export(sim_view(d, 0), dl_sync_stream_arg_int((int64_t)(intptr_t)e)));
+  dl_sync_group group;
+  CHECK_DL(dl_sync_group_init(&group, sim_view(e, 0)));
+  CHECK_DL(dl_sync_group_add_stream(&group, sim_view(d, 0)));
+  CHECK_DL(dl_sync_group_wait(&group));
+  CHECK_DL(dl_sync_tensor_record(&recorded.tensor, sim_view(d, 0)));
+  CHECK_DL(dl_sync_tensor_wait(&recorded.tensor, sim_view(e, 0)));
+  CHECK_DL(dl_sync_tensor_synchronize(&recorded.tensor));
+  assert_int_equal(
+      dl_sync_tensor_release(&other.tensor, sim_view(DL_SYNC_STREAM_NOTHING_PENDING, 0)),
+      DL_SYNC_RELEASED_NOW); /* its own deleter only */
+  assert_int_equal(atomic_load(&other.deleted), 1);
+  assert_int_equal(atomic_load(&p.deleted), 0);
+  assert_int_equal(deleter_call, -1);
+  assert_int_equal(dl_sync_release_poll(), 1); /* the call that names it */
   assert_int_equal(atomic_load(&p.deleted), 1);
   assert_int_equal(deleter_call, DL_SYNC_SIM_SUCCESS);
   CHECK_SIM(dl_sync_sim_graph_destroy(graph));
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(atomic_load(&kept.deleted), 1);
+  recorded.tensor.deleter(&recorded.tensor);
 
   /* The control: the deleter's call made inside a capture. */
   CHECK_SIM(dl_sync_sim_stream_begin_capture(c, DL_SYNC_SIM_CAPTURE_GLOBAL));
@@ -380,9 +403,19 @@ static void test_bad_releases_leave_the_tensor_to_the_caller(void **state) {
   assert_error_mentions("dl_sync_tensor_release: tensor must not be NULL");
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(NULL, 1)), DL_SYNC_EINVAL);
   assert_error_mentions("the consumer stream on cuda:1");
-  assert_int_equal(dl_sync_tensor_release(&p.tensor, dl_sync_stream_view((DLDevice){kDLCPU, 0}, b)),
-                   DL_SYNC_EINVAL);
+  /* a view of another device, even one without streams, as the header says */
+  assert_int_equal(
+      dl_sync_tensor_release(&p.tensor, dl_sync_stream_view((DLDevice){kDLCPU, 0}, NULL)),
+      DL_SYNC_EINVAL);
+  assert_error_mentions("the consumer stream on cpu:0");
+  producer_tensor on_cpu;
+  make_tensor(&on_cpu, &pool, &block, NULL);
+  on_cpu.tensor.dl_tensor.device = (DLDevice){kDLCPU, 0};
+  assert_int_equal(
+      dl_sync_tensor_release(&on_cpu.tensor, dl_sync_stream_view((DLDevice){kDLCPU, 0}, b)),
+      DL_SYNC_EINVAL);
   assert_error_mentions("which has no streams");
+  assert_int_equal(atomic_load(&on_cpu.deleted), 0);
   assert_int_equal(atomic_load(&p.deleted), 0);
   hold(b);
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
@@ -522,7 +555,7 @@ int main(void) {
       RELEASE_TEST(test_a_participating_release_costs_one_record_and_one_wait),
       RELEASE_TEST(test_a_capturing_consumers_graph_keeps_the_tensor),
       RELEASE_TEST(test_graphs_that_live_on_hold_up_no_other_release),
-      RELEASE_TEST(test_no_deferred_deleter_runs_inside_the_callers_capture),
+      RELEASE_TEST(test_only_the_calls_that_name_them_run_deferred_deleters),
       RELEASE_TEST(test_nothing_pending_releases_now),
       RELEASE_TEST(test_bad_releases_leave_the_tensor_to_the_caller),
       RELEASE_TEST(test_shutdown_runs_the_pending_releases),

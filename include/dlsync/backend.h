@@ -148,6 +148,15 @@ struct dl_sync_backend {
   /** The runtime calls behind get_context, set_context, stream_context, primary_context
       and context_id, for messages. */
   const char *context_call_names[5];
+
+  /* Added after the first layout: read only when size covers them. */
+  /** 1 when a query or synchronization of an event whose last record was on a stream that
+      captures now invalidates that capture whatever the thread's interaction mode (HIP
+      6.2 to 6.4: hipEventQuery and hipEventSynchronize check the event's recording
+      stream). dlsync then asks that stream's capture state before it asks about a pending
+      release's event, and leaves the event alone while the stream captures. NULL: never
+      (CUDA, where a query in the relaxed mode disturbs no capture). */
+  int (*query_disturbs_recording_stream)(void *ctx);
 };
 
 /**

@@ -12,19 +12,31 @@
  *
  * - the producer named its reuse stream (dl_sync_tensor_record_reuse): that stream waits
  *   for the consumer's work (one record, one wait), and the deleter runs now;
- * - it did not (any other producer): the deleter runs once the consumer's work completed,
- *   from a later dlsync call of any thread (a few per call), dl_sync_release_poll or
- *   dl_sync_shutdown (which waits for them);
+ * - it did not (any other producer), or its reuse stream cannot take a wait now (it is
+ *   capturing, or its context is gone): the deleter runs once the consumer's work
+ *   completed;
  * - the consumer's stream is capturing a graph: the graph keeps the tensor, and the
- *   deleter runs from a later dlsync call once the graph and its launches are gone. Work
- *   enqueued on that stream before the capture began is no part of the graph: release
- *   after it completed (or before beginning the capture).
+ *   deleter runs once the graph and its launches are gone. Work enqueued on that stream
+ *   before the capture began is no part of the graph: release after it completed (or
+ *   before beginning the capture).
  *
- * A deleter never runs on a runtime's callback thread or under a lock of dlsync's, nor
- * from a call that orders or releases onto a capturing stream (the deleter may make a call
- * the capture forbids, such as cudaFree): a later call runs it. In a child after fork()
- * the parent's pending releases are never run (their events are not the child's): their
- * tensors are leaked there.
+ * Where deleters run. A deleter is another library's code: it may take a lock its caller
+ * holds (a Python GIL), call the runtime, free memory. dl_sync_tensor_release runs only
+ * its own tensor's deleter, and only when it returns DL_SYNC_RELEASED_NOW or _ORDERED.
+ * The deleters of deferred releases and of graphs gone run only in the calls that name
+ * them: dl_sync_release_poll (which a producer's allocator may call before it grows),
+ * dl_sync_shutdown, and dlsync's release thread once started (dl_sync_release_thread_start).
+ * No other dlsync call runs a deleter: not exports, dependencies, groups or tensor waits.
+ * They run with no lock of dlsync's held, never on a runtime's callback thread.
+ *
+ * Asking whether a release's work completed never breaks a capture: the event is queried in
+ * the relaxed capture interaction mode (the caller's put back), was recorded outside any
+ * capture, and where the runtime would invalidate the capture of the stream the event was
+ * recorded on (HIP 6.2 to 6.4), it is not asked while that stream captures. A query that
+ * fails (a destroyed or reset context, a lost device) is not asked again: that release is
+ * never finished (its tensor is leaked), holds no other up, and dl_sync_shutdown reports
+ * it. In a child after fork() the parent's pending releases are never run (their events
+ * are not the child's): their tensors are leaked there.
  */
 #ifndef DL_SYNC_RELEASE_H_
 #define DL_SYNC_RELEASE_H_
@@ -51,11 +63,12 @@ extern "C" {
  * Releases tensor after the work enqueued so far on consumer, in place of calling its
  * deleter: one of DL_SYNC_RELEASED_NOW, _ORDERED, _DEFERRED or _GRAPH (see above), or
  * a negative status with the tensor still the caller's (its deleter not run, nothing
- * pending). A consumer on a device without streams, or DL_SYNC_STREAM_NOTHING_PENDING,
- * releases now. consumer must be on the tensor's device (EINVAL otherwise). EINVAL for a
- * tensor already waiting for its release; ENOTSUP for a capturing consumer whose runtime
- * has no graph user objects; a graph that refuses the tensor is the runtime's error, the
- * tensor the caller's. The stream is borrowed for the call.
+ * pending). consumer must be on the tensor's own device (EINVAL otherwise, whatever the
+ * device); on a device without streams its handle is NULL. DL_SYNC_STREAM_NOTHING_PENDING,
+ * or a device without streams, releases now. EINVAL for a tensor already waiting for its
+ * release; ENOTSUP for a capturing consumer whose runtime has no graph user objects; a graph
+ * that refuses the tensor is the runtime's error, the tensor the caller's. The stream is
+ * borrowed for the call.
  */
 DL_SYNC_API int dl_sync_tensor_release(DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
 DL_SYNC_API int dl_sync_legacy_tensor_release(DLManagedTensor *tensor, dl_sync_stream consumer);
@@ -66,8 +79,10 @@ DL_SYNC_API int dl_sync_legacy_tensor_release(DLManagedTensor *tensor, dl_sync_s
  * allocation stream). A consumer with any copy of dlsync then orders that stream after its
  * own work at release, without host synchronization. reuse must be on the tensor's device,
  * and not the per-thread default stream (EINVAL: the consumer's thread would name another
- * one); the legacy default stream is the one the releasing thread names (with CUDA
- * contexts: of its current context when that is the device's, else the primary one's).
+ * one). The legacy default stream is the one this call names: with CUDA contexts, that of
+ * the context current here when it is the device's (else the primary context's), whatever
+ * context the releasing thread has current. EINVAL for a tensor whose event another copy of
+ * dlsync recorded (its record is that copy's to write).
  */
 DL_SYNC_API int dl_sync_tensor_record_reuse(DLManagedTensorVersioned *tensor,
                                             dl_sync_stream producer, dl_sync_stream reuse);
@@ -75,11 +90,29 @@ DL_SYNC_API int dl_sync_legacy_tensor_record_reuse(DLManagedTensor *tensor, dl_s
                                                    dl_sync_stream reuse);
 
 /** Runs the deleters of the deferred releases whose work completed (and of graphs gone),
-    on this thread; returns how many ran. Never blocks. */
+    on this thread; returns how many ran. Never blocks on the device. Its cost is one event
+    query per consumer stream with releases waiting, plus one per release finished. */
 DL_SYNC_API int dl_sync_release_poll(void);
 
 /** The releases still pending (deferred, or kept by a graph). */
 DL_SYNC_API int dl_sync_release_pending(void);
+
+/**
+ * Starts dlsync's release thread, once (it runs until stopped; starting it again does
+ * nothing): it finishes deferred releases as their consumer's work completes, polling
+ * about once a millisecond while some wait (every 50 ms while only graphs keep releases),
+ * and runs their deleters on itself, no lock of dlsync's held. For consumers that never
+ * call dl_sync_release_poll. Its deleters must be callable from a thread of their library's
+ * choosing (a Python deleter takes the GIL itself). This copy of dlsync stays mapped while
+ * it runs; stop it before the process's libraries are torn down (a Python module: at exit).
+ * A forked child does not have it. ENOMEM when the system makes no thread.
+ */
+DL_SYNC_API int dl_sync_release_thread_start(void);
+/** Stops the release thread, waiting for a deleter it runs to return; nothing when it does
+    not run. EINVAL from one of its own deleters (it would wait for itself). */
+DL_SYNC_API int dl_sync_release_thread_stop(void);
+/** 1 while the release thread runs, else 0. */
+DL_SYNC_API int dl_sync_release_thread_running(void);
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,7 @@ extern "C" {
 #define DL_SYNC_TENSOR_EVENT_MAGIC UINT64_C(0x646c73796e636576)
 /** A copy waits only on records of its own major; minors only add fields at the end. */
 #define DL_SYNC_TENSOR_EVENT_ABI_MAJOR 1
-#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 2
+#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 3
 
 /** Runtime families: which runtime's events the native handle is. Derived from the
     device type: CUDA for kDLCUDA, kDLCUDAHost, kDLCUDAManaged; ROCm for kDLROCM and
@@ -95,6 +95,16 @@ typedef struct dl_sync_tensor_event_owner {
       first. Its device type is 0 when the producer named none. */
   void *reuse_stream;
   DLDevice reuse_device;
+  /* Minor 3 (present when size covers it). */
+  /** With a backend that has contexts (the CUDA driver) and a legacy default reuse stream:
+      the context that was current when the producer named it (else its device's primary
+      context), since the same special handle names another context's legacy stream on a
+      thread with another context current. NULL otherwise: an explicit handle names its own
+      context. */
+  void *reuse_context;
+  /** That context's identity (cuCtxGetId), 0 without one: a consumer orders the reuse
+      stream only while its context is still this one. */
+  uint64_t reuse_context_id;
 } dl_sync_tensor_event_owner;
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
@@ -119,7 +129,9 @@ DL_SYNC_ABI_PIN(release, 88);
 DL_SYNC_ABI_PIN(context_id, 96);
 DL_SYNC_ABI_PIN(reuse_stream, 104);
 DL_SYNC_ABI_PIN(reuse_device, 112);
-_Static_assert(sizeof(dl_sync_tensor_event_owner) == 120, "owner record: 120 bytes in ABI 1.2");
+DL_SYNC_ABI_PIN(reuse_context, 120);
+DL_SYNC_ABI_PIN(reuse_context_id, 128);
+_Static_assert(sizeof(dl_sync_tensor_event_owner) == 136, "owner record: 136 bytes in ABI 1.3");
 #undef DL_SYNC_ABI_PIN
 #endif
 

@@ -1,0 +1,523 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The releases that wait for their deleter (dlsync/release.h, docs/release.md), and the
+ * calls that finish them: dl_sync_release_poll, the release thread and dl_sync_shutdown.
+ *
+ * A deferred release holds an event recorded on the consumer's stream. Releases recorded on
+ * one stream wait in one queue, oldest first, and a poll asks only each queue's oldest
+ * event: stream order makes the older ones complete first, and asking the oldest stays right
+ * when a destroyed stream's handle comes back for a new stream. A poll therefore costs one
+ * query per stream with releases waiting, plus one per release it finishes, whatever the
+ * depth. A set of the tensors waiting makes the double-release check one lookup.
+ *
+ * A release a graph keeps is in no queue: the graph's user object, destroyed on a runtime
+ * thread where nothing may block or call the runtime, only pushes it onto a lock-free stack
+ * that the next poll takes whole. Deleters run with no lock held, only on the thread of a
+ * call that names them.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* A graph's release: graph_state. The user object's release may run before the retain
+   call returns (a runtime gives the object back on failure, now or later), so the outcome
+   of the retain and the user object's release meet here: whichever comes second finishes. */
+enum { RETAINING, KEPT, GONE, ABANDONED };
+
+struct dl_sync__pending {
+  dl_sync__pending *next;     /* in its queue, or in the list of those left */
+  dl_sync__pending *set_next; /* in the tensor set's bucket */
+  dl_sync__pending *gone_next;
+  void *tensor;
+  int legacy;
+  unsigned generation; /* the fork generation it was made in: a parent's is never run */
+  /* A deferred release: its event, of this pool and backend, recorded on queue's stream. */
+  dl_sync__pool *pool;
+  void *event;
+  struct release_queue *queue;
+  /* A graph's: RETAINING, then KEPT until its user object goes (GONE), or ABANDONED when
+     the graph refused it (the tensor is the caller's again; the entry is freed by the user
+     object's release, or by the retain's caller when that came first). */
+  atomic_int graph_state;
+};
+
+/* The releases recorded on one consumer stream, oldest first. */
+typedef struct release_queue {
+  struct release_queue *map_next;    /* the queue map's bucket */
+  struct release_queue *prev, *next; /* every queue, for polls */
+  const dl_sync_backend *backend;
+  dl_sync__bound stream; /* as the release bound it: handle, device, context */
+  const void *thread;    /* the per-thread default stream's thread, else NULL */
+  dl_sync__pending *head, *tail;
+  int looked_at; /* a poll is asking its head (under the lock): it stays linked meanwhile */
+} release_queue;
+
+/* Chained hash tables of pointers to these, sized in powers of two, grown when loaded. */
+typedef struct table {
+  void **buckets;
+  size_t size, count;
+} table;
+
+static atomic_bool held;              /* everything below, but the gone stack */
+static table tensors;                 /* of dl_sync__pending, through set_next */
+static atomic_size_t tensors_claimed; /* tensors.count, read without the lock */
+static table queues;                  /* of release_queue, through map_next */
+static release_queue *first_queue;
+static dl_sync__pending *left; /* failed, or the parent's in a forked child: kept reachable */
+static atomic_int left_failed; /* of them, failed here, not yet reported by shutdown */
+static atomic_uint generation; /* the forks this process's line went through */
+static _Atomic(dl_sync__pending *) gone; /* graphs' releases whose graph is gone */
+atomic_int dl_sync__releases_pending;    /* deferred and kept by graphs */
+static atomic_int queued;                /* of them, deferred */
+
+/* A thread's identity while it lives: the address of one of its thread-locals. */
+static DL_SYNC__THREAD_LOCAL char thread_token;
+
+static void lock(void) {
+  dl_sync__spin_lock(&held);
+}
+
+static void unlock(void) {
+  dl_sync__spin_unlock(&held);
+}
+
+static size_t hash_pointer(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p * UINT64_C(0x9e3779b97f4a7c15);
+  return (size_t)(x ^ (x >> 29));
+}
+
+/* --- the tensor set ---------------------------------------------------------------- */
+
+static dl_sync__pending **tensor_bucket(const void *tensor) {
+  return (dl_sync__pending **)&tensors.buckets[hash_pointer(tensor) & (tensors.size - 1)];
+}
+
+static dl_sync__pending *tensor_find(const void *tensor) {
+  if (tensors.size == 0) return NULL;
+  dl_sync__pending *p = *tensor_bucket(tensor);
+  while (p != NULL && p->tensor != tensor) p = p->set_next;
+  return p;
+}
+
+/* Doubles the buckets when they hold twice as many entries: amortized O(1). Without memory
+   the table stays as it is, only slower. */
+static void tensor_grow(void) {
+  if (tensors.count < 2 * tensors.size) return;
+  size_t size = tensors.size ? 2 * tensors.size : 64;
+  void **buckets = calloc(size, sizeof *buckets);
+  if (buckets == NULL) return;
+  for (size_t i = 0; i < tensors.size; i++)
+    for (dl_sync__pending *p = tensors.buckets[i], *next; p != NULL; p = next) {
+      next = p->set_next;
+      dl_sync__pending **at = (dl_sync__pending **)&buckets[hash_pointer(p->tensor) & (size - 1)];
+      p->set_next = *at;
+      *at = p;
+    }
+  free(tensors.buckets);
+  tensors.buckets = buckets;
+  tensors.size = size;
+}
+
+/* Adds p's tensor unless it waits already: 0 when it does, or without memory for the set. */
+static int tensor_claim(dl_sync__pending *p) {
+  if (tensor_find(p->tensor) != NULL) return 0;
+  tensor_grow();
+  if (tensors.size == 0) return 0;
+  dl_sync__pending **at = tensor_bucket(p->tensor);
+  p->set_next = *at;
+  *at = p;
+  atomic_store_explicit(&tensors_claimed, ++tensors.count, memory_order_relaxed);
+  return 1;
+}
+
+static void tensor_unclaim(dl_sync__pending *p) {
+  dl_sync__pending **at = tensor_bucket(p->tensor);
+  while (*at != p) at = &(*at)->set_next;
+  *at = p->set_next;
+  atomic_store_explicit(&tensors_claimed, --tensors.count, memory_order_relaxed);
+}
+
+/* --- the queues -------------------------------------------------------------------- */
+
+static int same_queue(const release_queue *q, const dl_sync_backend *b, const dl_sync__bound *s,
+                      const void *thread) {
+  return q->backend == b && q->stream.stream.handle == s->stream.handle &&
+         q->stream.stream.device.device_type == s->stream.device.device_type &&
+         q->stream.stream.device.device_id == s->stream.device.device_id &&
+         q->stream.context_id == s->context_id && q->thread == thread;
+}
+
+static release_queue **queue_bucket(const dl_sync__bound *s) {
+  size_t h =
+      hash_pointer(s->stream.handle) ^ (size_t)s->context_id ^ (size_t)s->stream.device.device_id;
+  return (release_queue **)&queues.buckets[hash_pointer((void *)(uintptr_t)h) & (queues.size - 1)];
+}
+
+static void queue_grow(void) {
+  if (queues.count < queues.size) return;
+  size_t size = queues.size ? 2 * queues.size : 16;
+  void **buckets = calloc(size, sizeof *buckets);
+  if (buckets == NULL) return;
+  table old = queues;
+  queues.buckets = buckets;
+  queues.size = size;
+  for (size_t i = 0; i < old.size; i++)
+    for (release_queue *q = old.buckets[i], *next; q != NULL; q = next) {
+      next = q->map_next;
+      release_queue **at = queue_bucket(&q->stream);
+      q->map_next = *at;
+      *at = q;
+    }
+  free(old.buckets);
+}
+
+/* The queue of stream, made when it has none (spare: a queue allocated before the lock was
+   taken, used or left to the caller). NULL without memory. */
+static release_queue *queue_of(const dl_sync_backend *b, const dl_sync__bound *stream,
+                               release_queue **spare) {
+  const void *thread = stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? &thread_token : NULL;
+  if (queues.size != 0)
+    for (release_queue *q = *queue_bucket(stream); q != NULL; q = q->map_next)
+      if (same_queue(q, b, stream, thread)) return q;
+  queue_grow();
+  release_queue *q = *spare;
+  if (q == NULL || queues.size == 0) return NULL;
+  *spare = NULL;
+  *q = (release_queue){.backend = b, .stream = *stream, .thread = thread, .next = first_queue};
+  if (first_queue != NULL) first_queue->prev = q;
+  first_queue = q;
+  release_queue **at = queue_bucket(stream);
+  q->map_next = *at;
+  *at = q;
+  queues.count++;
+  return q;
+}
+
+/* Unlinks an empty queue that no poll looks at, and frees it. */
+static void queue_drop(release_queue *q) {
+  release_queue **at = queue_bucket(&q->stream);
+  while (*at != q) at = &(*at)->map_next;
+  *at = q->map_next;
+  if (q->prev != NULL)
+    q->prev->next = q->next;
+  else
+    first_queue = q->next;
+  if (q->next != NULL) q->next->prev = q->prev;
+  queues.count--;
+  free(q);
+}
+
+/* --- what the release calls use ---------------------------------------------------- */
+
+static int already_released(const void *tensor) {
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "tensor %p is already released: its deleter runs once the consumer's "
+                        "work on it completed (a tensor is released once)",
+                        tensor);
+}
+
+int dl_sync__release_check_new(const void *tensor) {
+  if (atomic_load_explicit(&tensors_claimed, memory_order_relaxed) == 0) return DL_SYNC_OK;
+  lock();
+  int waits = tensor_find(tensor) != NULL;
+  unlock();
+  return waits ? already_released(tensor) : DL_SYNC_OK;
+}
+
+dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy) {
+  dl_sync__pending *p = calloc(1, sizeof *p);
+  if (p != NULL) {
+    p->tensor = tensor;
+    p->legacy = legacy;
+    p->generation = atomic_load_explicit(&generation, memory_order_relaxed);
+  }
+  return p;
+}
+
+static void forget_in_child(void);
+
+static void register_fork_handler(void) {
+  dl_sync__on_fork(NULL, NULL, forget_in_child);
+}
+
+static void watch_fork(void) {
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, register_fork_handler);
+}
+
+int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
+                           void *event, const dl_sync__bound *consumer) {
+  watch_fork();
+  p->pool = pool;
+  p->event = event;
+  release_queue *spare = malloc(sizeof *spare);
+  lock();
+  int claimed = tensor_claim(p);
+  release_queue *q = claimed ? queue_of(b, consumer, &spare) : NULL;
+  if (q != NULL) {
+    p->queue = q;
+    if (q->tail != NULL)
+      q->tail->next = p;
+    else
+      q->head = p;
+    q->tail = p;
+    atomic_fetch_add_explicit(&queued, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+  } else if (claimed) {
+    tensor_unclaim(p);
+  }
+  int known = !claimed && tensor_find(p->tensor) != NULL;
+  unlock();
+  free(spare);
+  if (q != NULL) {
+    dl_sync__release_thread_wake();
+    return DL_SYNC_OK;
+  }
+  return known ? already_released(p->tensor)
+               : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
+}
+
+int dl_sync__pending_keep(dl_sync__pending *p) {
+  watch_fork();
+  lock();
+  int claimed = tensor_claim(p);
+  int known = !claimed && tensor_find(p->tensor) != NULL;
+  if (claimed) atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+  unlock();
+  if (claimed) return DL_SYNC_OK;
+  return known ? already_released(p->tensor)
+               : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
+}
+
+static void push_gone(dl_sync__pending *p) {
+  dl_sync__pending *top = atomic_load(&gone);
+  do p->gone_next = top;
+  while (!atomic_compare_exchange_weak(&gone, &top, p));
+}
+
+/* The graph's user object is released, on a runtime thread: no lock, no runtime call. */
+void dl_sync__pending_graph_gone(void *object) {
+  dl_sync__pending *p = object;
+  int state = atomic_load(&p->graph_state);
+  while (state != ABANDONED && !atomic_compare_exchange_weak(&p->graph_state, &state, GONE)) {
+  }
+  if (state == KEPT) push_gone(p); /* a poll runs the deleter */
+  if (state == ABANDONED) free(p); /* refused: the tensor is the caller's */
+}
+
+void dl_sync__pending_kept(dl_sync__pending *p) {
+  int retaining = RETAINING;
+  if (!atomic_compare_exchange_strong(&p->graph_state, &retaining, KEPT))
+    push_gone(p); /* its graph went already */
+}
+
+void dl_sync__pending_abandon(dl_sync__pending *p) {
+  lock();
+  tensor_unclaim(p);
+  atomic_fetch_sub_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+  unlock();
+  int retaining = RETAINING;
+  if (!atomic_compare_exchange_strong(&p->graph_state, &retaining, ABANDONED))
+    free(p); /* its user object was released already */
+}
+
+/* --- finishing them ---------------------------------------------------------------- */
+
+/* A finished release, to run once no lock is held. */
+static void finish(dl_sync__pending *p) {
+  if (p->event != NULL) dl_sync__pool_release(p->pool, p->event);
+  dl_sync__tensor_delete(p->tensor, p->legacy);
+  free(p);
+}
+
+/* The graphs' releases whose graph is gone: out of the set, onto done. */
+static int take_gone(dl_sync__pending **done) {
+  dl_sync__pending *p = atomic_exchange(&gone, NULL);
+  if (p == NULL) return 0;
+  int n = 0;
+  unsigned now = atomic_load_explicit(&generation, memory_order_relaxed);
+  lock();
+  for (dl_sync__pending *next; p != NULL; p = next) {
+    next = p->gone_next;
+    if (p->generation != now) { /* a graph of the parent's, gone in a forked child */
+      p->next = left;
+      left = p;
+      continue;
+    }
+    tensor_unclaim(p);
+    p->next = *done;
+    *done = p;
+    n++;
+  }
+  atomic_fetch_sub_explicit(&dl_sync__releases_pending, n, memory_order_relaxed);
+  unlock();
+  return n;
+}
+
+/* Whether q's head may be asked now: not while its stream captures where asking would
+   invalidate that capture (the backend says where), nor for another thread's per-thread
+   stream there (whose capture state no other thread can ask). */
+static int may_ask(release_queue *q) {
+  const dl_sync_backend *b = q->backend;
+  if (!dl_sync__backend_query_disturbs_recording_stream(b)) return 1;
+  if (q->thread != NULL && q->thread != (const void *)&thread_token) return 0;
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, b);
+  dl_sync_capture_info info = {0};
+  dl_sync__quiet(1); /* a stream destroyed since, or capturing: asked again later */
+  int status = dl_sync__capture_query(&guard, &q->stream, &info);
+  status = dl_sync__guard_end(&guard, q->stream.stream.device, status);
+  dl_sync__quiet(0);
+  return status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_NONE;
+}
+
+enum { NOT_YET, DONE, FAILED };
+
+/* Whether p's work completed; with wait, waits for it on the host. A failure is final:
+   the entry is never asked again (a destroyed or reset context, a sticky error). */
+static int ask(const dl_sync__pending *p, int wait) {
+  const dl_sync_backend *b = p->queue->backend;
+  if (!dl_sync__pool_alive(p->pool)) return FAILED; /* its event went with its context */
+  int complete = 0;
+  int code =
+      wait ? b->event_synchronize(b->ctx, p->event) : b->event_query(b->ctx, p->event, &complete);
+  if (code != 0) return FAILED;
+  return wait || complete ? DONE : NOT_YET;
+}
+
+/* Takes q's oldest releases while they are done (under the lock on entry and exit; not
+   while asking). Failed ones go to the left list. Returns how many finished. */
+static int drain_queue(release_queue *q, int wait, dl_sync__pending **done) {
+  int n = 0;
+  q->looked_at = 1;
+  for (dl_sync__pending *p = q->head; p != NULL; p = q->head) {
+    unlock();
+    int answer = may_ask(q) ? ask(p, wait) : NOT_YET;
+    lock();
+    if (answer == NOT_YET) break;
+    q->head = p->next;
+    if (q->head == NULL) q->tail = NULL;
+    atomic_fetch_sub_explicit(&queued, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+    if (answer == FAILED) {
+      p->next = left; /* its tensor stays in the set: it was released, never deleted */
+      left = p;
+      atomic_fetch_add_explicit(&left_failed, 1, memory_order_relaxed);
+      continue;
+    }
+    tensor_unclaim(p);
+    p->next = *done;
+    *done = p;
+    n++;
+  }
+  q->looked_at = 0;
+  return n;
+}
+
+/* One pass over the queues no other poll looks at; the finished ones onto done. */
+static int drain_queues(int wait, dl_sync__pending **done) {
+  int n = 0;
+  lock();
+  for (release_queue *q = first_queue, *next; q != NULL; q = next) {
+    if (q->looked_at) {
+      next = q->next;
+      continue;
+    }
+    n += drain_queue(q, wait, done);
+    next = q->next; /* q stayed linked while its head was asked */
+    if (q->head == NULL) queue_drop(q);
+  }
+  unlock();
+  return n;
+}
+
+/* Runs the finished releases, oldest first where one queue gave several. */
+static void run_done(dl_sync__pending *done) {
+  dl_sync__pending *order = NULL;
+  while (done != NULL) {
+    dl_sync__pending *next = done->next;
+    done->next = order;
+    order = done;
+    done = next;
+  }
+  while (order != NULL) {
+    dl_sync__pending *next = order->next;
+    finish(order);
+    order = next;
+  }
+}
+
+int dl_sync__release_finish(int wait) {
+  dl_sync__pending *done = NULL;
+  int n = take_gone(&done);
+  if (atomic_load_explicit(&dl_sync__releases_pending, memory_order_relaxed) != 0)
+    n += drain_queues(wait, &done);
+  run_done(done);
+  return n;
+}
+
+int dl_sync_release_poll(void) {
+  return dl_sync__release_finish(0);
+}
+
+int dl_sync_release_pending(void) {
+  return atomic_load(&dl_sync__releases_pending);
+}
+
+int dl_sync__releases_queued(void) {
+  return atomic_load_explicit(&queued, memory_order_relaxed);
+}
+
+int dl_sync__release_report_left(void) {
+  int failed = atomic_exchange(&left_failed, 0);
+  lock();
+  int waiting = 0;
+  for (release_queue *q = first_queue; q != NULL; q = q->next)
+    for (dl_sync__pending *p = q->head; p != NULL; p = p->next) waiting++;
+  unlock();
+  if (failed != 0)
+    return dl_sync__error(DL_SYNC_EBACKEND,
+                          "%d releases could not be finished: asking whether their consumer's "
+                          "work completed failed (its context destroyed or reset, or the "
+                          "device lost); their deleters never run, their tensors are leaked",
+                          failed);
+  if (waiting != 0)
+    return dl_sync__error(DL_SYNC_ECAPTURE,
+                          "%d releases still wait: their consumer stream is capturing a graph, "
+                          "and their event is not asked while it does (the runtime would "
+                          "invalidate the capture); a poll after the capture finishes them",
+                          waiting);
+  return DL_SYNC_OK;
+}
+
+/* In a child after fork() the parent's releases are never run: their events are the
+   parent's, and the lock may have been held by a thread the child does not have. Their
+   tensors are leaked, kept reachable for a leak checker. The handler runs on the child's
+   only thread. */
+static void forget_in_child(void) {
+  atomic_store(&held, 0);
+  atomic_fetch_add(&generation, 1);
+  for (release_queue *q = first_queue, *next; q != NULL; q = next) {
+    next = q->next;
+    if (q->tail != NULL) {
+      q->tail->next = left;
+      left = q->head;
+    }
+    free(q);
+  }
+  for (dl_sync__pending *p = atomic_exchange(&gone, NULL), *next; p != NULL; p = next) {
+    next = p->gone_next;
+    p->next = left;
+    left = p;
+  }
+  free(queues.buckets);
+  free(tensors.buckets);
+  queues = tensors = (table){0};
+  atomic_store(&tensors_claimed, 0);
+  first_queue = NULL;
+  atomic_store(&left_failed, 0);
+  atomic_store(&queued, 0);
+  atomic_store(&dl_sync__releases_pending, 0);
+}

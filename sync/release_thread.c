@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The release thread (dlsync/release.h): a thread of dlsync's, started only on request,
+ * that finishes deferred releases as their consumer's work completes, so that a consumer
+ * gets its producer's memory back without polling. It polls about once a millisecond while
+ * deferred releases wait, every 50 ms while only graphs keep releases, and sleeps while
+ * none wait; a deferred release wakes it. The deleters run on it with no lock held.
+ *
+ * While it runs, this copy stays mapped (a dlclose of its holder leaves its code for the
+ * thread). A forked child does not have it (and never runs the parent's releases): there it
+ * is stopped, and may be started again.
+ */
+#include <stdatomic.h>
+
+#include "internal.h"
+
+enum { QUEUED_INTERVAL_MS = 1, GRAPHS_INTERVAL_MS = 50 };
+
+static dl_sync__mutex control = DL_SYNC__MUTEX_INIT; /* start and stop, one at a time */
+static dl_sync__mutex mutex = DL_SYNC__MUTEX_INIT;   /* stopping, and the thread's sleep */
+static dl_sync__cond wake = DL_SYNC__COND_INIT;
+static void *thread; /* under control */
+static int stopping; /* under mutex */
+static atomic_int running;
+static DL_SYNC__THREAD_LOCAL int on_release_thread;
+
+static void run(void *arg) {
+  (void)arg;
+  on_release_thread = 1;
+  dl_sync__mutex_lock(&mutex);
+  while (!stopping) {
+    int interval = dl_sync__releases_queued() != 0  ? QUEUED_INTERVAL_MS
+                   : dl_sync_release_pending() != 0 ? GRAPHS_INTERVAL_MS
+                                                    : -1;
+    if (interval < 0) {
+      dl_sync__cond_wait(&wake, &mutex, -1);
+      continue;
+    }
+    dl_sync__mutex_unlock(&mutex);
+    dl_sync__release_finish(0);
+    dl_sync__mutex_lock(&mutex);
+    if (!stopping) dl_sync__cond_wait(&wake, &mutex, interval);
+  }
+  dl_sync__mutex_unlock(&mutex);
+}
+
+void dl_sync__release_thread_wake(void) {
+  if (!atomic_load_explicit(&running, memory_order_relaxed)) return;
+  dl_sync__mutex_lock(&mutex); /* the thread is waiting, or will see the release */
+  dl_sync__cond_signal(&wake);
+  dl_sync__mutex_unlock(&mutex);
+}
+
+static void forget_in_child(void) {
+  dl_sync__mutex_renew(&control);
+  dl_sync__mutex_renew(&mutex);
+  dl_sync__cond_renew(&wake);
+  thread = NULL; /* the parent's; not in this process */
+  stopping = 0;
+  atomic_store(&running, 0);
+}
+
+static void register_fork_handler(void) {
+  dl_sync__on_fork(NULL, NULL, forget_in_child);
+}
+
+static int from_its_deleter(const char *what) {
+  return dl_sync__error(DL_SYNC_EINVAL,
+                        "%s was called from a deleter that dlsync's release thread runs, which "
+                        "would wait for itself: call it from another thread",
+                        what);
+}
+
+int dl_sync_release_thread_start(void) {
+  static dl_sync__once once = DL_SYNC__ONCE_INIT;
+  dl_sync__once_run(&once, register_fork_handler);
+  dl_sync__mutex_lock(&control);
+  int status = DL_SYNC_OK;
+  if (thread == NULL) {
+    dl_sync__pin_this_copy(); /* the thread runs this copy's code until it stops */
+    atomic_store(&running, 1);
+    thread = dl_sync__thread_start(run, NULL);
+    if (thread == NULL) {
+      atomic_store(&running, 0);
+      status = dl_sync__error(DL_SYNC_ENOMEM, "the operating system made no thread");
+    }
+  }
+  dl_sync__mutex_unlock(&control);
+  return dl_sync__named("dl_sync_release_thread_start", status);
+}
+
+int dl_sync__release_thread_stop(int *was_running) {
+  *was_running = 0;
+  if (on_release_thread) return from_its_deleter("stopping the release thread");
+  dl_sync__mutex_lock(&control);
+  void *stopped = thread;
+  thread = NULL;
+  if (stopped != NULL) {
+    dl_sync__mutex_lock(&mutex);
+    stopping = 1;
+    dl_sync__cond_signal(&wake);
+    dl_sync__mutex_unlock(&mutex);
+    dl_sync__thread_join(stopped);
+    dl_sync__mutex_lock(&mutex);
+    stopping = 0;
+    dl_sync__mutex_unlock(&mutex);
+    atomic_store(&running, 0);
+  }
+  dl_sync__mutex_unlock(&control);
+  *was_running = stopped != NULL;
+  return DL_SYNC_OK;
+}
+
+int dl_sync_release_thread_stop(void) {
+  int was_running = 0;
+  return dl_sync__named("dl_sync_release_thread_stop", dl_sync__release_thread_stop(&was_running));
+}
+
+int dl_sync_release_thread_running(void) {
+  return atomic_load(&running);
+}
