@@ -106,12 +106,10 @@ int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op) {
   return set && (b->available == NULL || b->available(b->ctx, op));
 }
 
-int dl_sync__backend_query_disturbs_recording_stream(const dl_sync_backend *b) {
-  if (b->size < offsetof(dl_sync_backend, query_disturbs_recording_stream) +
-                    sizeof b->query_disturbs_recording_stream ||
-      b->query_disturbs_recording_stream == NULL)
-    return 0;
-  return b->query_disturbs_recording_stream(b->ctx);
+int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b) {
+  size_t needed =
+      offsetof(dl_sync_backend, recording_stream_busy) + sizeof b->recording_stream_busy;
+  return b->size >= needed && b->recording_stream_busy != NULL;
 }
 
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {

@@ -215,9 +215,8 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 /* Whether an optional operation (its callback set, and available if the backend says) can
    be used: the one test of stream_wait_external and graph_retain. */
 int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
-/* Whether asking about an event last recorded on a stream that captures now invalidates that
-   capture on b's runtime (query_disturbs_recording_stream; 0 when b's size lacks it). */
-int dl_sync__backend_query_disturbs_recording_stream(const dl_sync_backend *b);
+/* Whether b has recording_stream_busy (set, and covered by b's size). */
+int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \

@@ -356,21 +356,23 @@ static int take_gone(dl_sync__pending **done) {
   return n;
 }
 
-/* Whether q's head may be asked now: not while its stream captures where asking would
-   invalidate that capture (the backend says where), nor for another thread's per-thread
-   stream there (whose capture state no other thread can ask). */
+/* Whether q's head may be asked now: not where the backend says asking would disturb a
+   capture of its stream or read a stream gone, nor, there, about another thread's per-thread
+   stream (whose state no other thread can ask). */
 static int may_ask(release_queue *q) {
   const dl_sync_backend *b = q->backend;
-  if (!dl_sync__backend_query_disturbs_recording_stream(b)) return 1;
+  if (!dl_sync__backend_has_recording_stream_busy(b)) return 1;
   if (q->thread != NULL && q->thread != (const void *)&thread_token) return 0;
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, b);
-  dl_sync_capture_info info = {0};
-  dl_sync__quiet(1); /* a stream destroyed since, or capturing: asked again later */
-  int status = dl_sync__capture_query(&guard, &q->stream, &info);
+  int busy = 1;
+  dl_sync__quiet(1); /* a poll that leaves a release for later reports nothing */
+  int status = dl_sync__guard_enter(&guard, &q->stream);
+  if (status == DL_SYNC_OK && b->recording_stream_busy(b->ctx, q->stream.stream.handle, &busy) != 0)
+    busy = 1;
   status = dl_sync__guard_end(&guard, q->stream.stream.device, status);
   dl_sync__quiet(0);
-  return status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_NONE;
+  return status == DL_SYNC_OK && !busy;
 }
 
 enum { NOT_YET, DONE, FAILED };

@@ -150,13 +150,15 @@ struct dl_sync_backend {
   const char *context_call_names[5];
 
   /* Added after the first layout: read only when size covers them. */
-  /** 1 when a query or synchronization of an event whose last record was on a stream that
-      captures now invalidates that capture whatever the thread's interaction mode (HIP
-      6.2 to 6.4: hipEventQuery and hipEventSynchronize check the event's recording
-      stream). dlsync then asks that stream's capture state before it asks about a pending
-      release's event, and leaves the event alone while the stream captures. NULL: never
-      (CUDA, where a query in the relaxed mode disturbs no capture). */
-  int (*query_disturbs_recording_stream)(void *ctx);
+  /** Asked before dlsync queries or synchronizes an event it recorded on stream outside any
+      capture (a pending release's; the stream may have been destroyed since): *busy = 1
+      when that must not happen now, because the runtime would invalidate a capture of
+      stream (HIP 6.2 to 7.2.0: hipEventQuery and hipEventSynchronize read the event's last
+      recording stream and invalidate its capture, whatever the thread's interaction mode),
+      or because stream is no longer valid and the runtime would read it anyway (HIP from
+      5.7). Called with the stream's device current. NULL: never busy (CUDA, where a query
+      in the relaxed interaction mode disturbs no capture and reads no stream). */
+  int (*recording_stream_busy)(void *ctx, void *stream, int *busy);
 };
 
 /**

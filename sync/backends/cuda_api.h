@@ -25,6 +25,7 @@
   X(cudaErrorStreamCaptureWrongThread, 908) \
   X(cudaStreamCaptureStatusNone, 0)         \
   X(cudaStreamCaptureStatusActive, 1)       \
+  X(cudaStreamCaptureModeRelaxed, 2)        \
   X(cudaEventDisableTiming, 0x02)           \
   X(cudaEventWaitDefault, 0x00)             \
   X(cudaEventWaitExternal, 0x01)            \
@@ -60,6 +61,7 @@ enum { DL_SYNC__CUDA_CONSTANTS(DL_SYNC__CUDA_CONSTANT) };
     (cudaStream_t stream, cudaEvent_t event, unsigned int flags))                               \
   X(cudaError_t, cudaEventSynchronize, (cudaEvent_t event))                                     \
   X(cudaError_t, cudaEventQuery, (cudaEvent_t event))                                           \
+  X(cudaError_t, cudaThreadExchangeStreamCaptureMode, (int *mode))                              \
   X(cudaError_t, cudaUserObjectCreate,                                                          \
     (cudaUserObject_t * object, void *ptr, cudaHostFn_t destroy, unsigned int initial_refcount, \
      unsigned int flags))                                                                       \

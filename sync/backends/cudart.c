@@ -120,17 +120,33 @@ static int cuda_stream_wait_external(void *ctx, void *stream, void *event) {
       api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitExternal));
 }
 
+/* cudaThreadExchangeStreamCaptureMode: in the global mode (the default) a thread "is
+   prohibited from potentially unsafe API calls" while "any other thread has a concurrent
+   capture sequence initiated with cudaStreamCaptureModeGlobal", or it has a non-relaxed one
+   of its own; in cudaStreamCaptureModeRelaxed "the local thread is not prohibited". An
+   event query or synchronization is such a call: dlsync makes it in the relaxed mode, on
+   an event recorded outside any capture, and puts the caller's mode back. */
+static cudaError_t relaxed(cudaError_t (*call)(cudaEvent_t event), cudaEvent_t event) {
+  int mode = cudaStreamCaptureModeRelaxed;
+  cudaError_t error = api.cudaThreadExchangeStreamCaptureMode(&mode);
+  if (error != cudaSuccess) return error;
+  error = call(event);
+  cudaError_t restored = api.cudaThreadExchangeStreamCaptureMode(&mode);
+  int answered = error == cudaSuccess || error == cudaErrorNotReady;
+  return answered && restored != cudaSuccess ? restored : error;
+}
+
 static int cuda_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  return consumed(api.cudaEventSynchronize((cudaEvent_t)event));
+  return consumed(relaxed(api.cudaEventSynchronize, (cudaEvent_t)event));
 }
 
 static int cuda_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  cudaError_t error = api.cudaEventQuery((cudaEvent_t)event);
+  cudaError_t error = relaxed(api.cudaEventQuery, (cudaEvent_t)event);
   *complete = error == cudaSuccess;
   return error == cudaErrorNotReady ? 0 : consumed(error);
 }

@@ -10,8 +10,11 @@
  *   DL_SYNC_ENOTSUP.
  * Events are re-recorded without a query first: hipStreamWaitEvent binds the record the
  * event holds at call time, and querying an event recorded on a now-capturing stream
- * invalidates that capture from 6.2 on. HIP has no legacy stream handle: the null
- * stream (0) is its legacy default stream.
+ * invalidates that capture from 6.2 on. A pending release's event is queried or
+ * synchronized in the relaxed capture interaction mode, and only once recording_stream_busy
+ * said its stream neither captures nor is gone (HIP reads it). dlsync names the legacy
+ * default stream by the null stream (0), which every version takes, never by hipStreamLegacy
+ * (refused by 6.2, mishandled by early 6.3).
  */
 #include <stdio.h>
 #include <string.h>
@@ -140,20 +143,57 @@ static int hip_stream_wait_external(void *ctx, void *stream, void *event) {
       api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal));
 }
 
+/* hipThreadExchangeStreamCaptureMode sets the calling thread's interaction mode (a
+   thread-local, clr rocm-6.2.0 hipamd/src/hip_graph.cpp): in the relaxed one, a query or
+   synchronization invalidates no other thread's global-mode capture (hip_stream.cpp
+   StreamCaptureOngoing, 6.2; hip_event.cpp checkEventCaptureRestrictions, 7.x). The
+   caller's mode is put back after. */
+static hipError_t relaxed(hipError_t (*call)(hipEvent_t event), hipEvent_t event) {
+  int mode = hipStreamCaptureModeRelaxed;
+  hipError_t error = api.hipThreadExchangeStreamCaptureMode(&mode);
+  if (error != hipSuccess) return error;
+  error = call(event);
+  hipError_t restored = api.hipThreadExchangeStreamCaptureMode(&mode);
+  int answered = error == hipSuccess || error == hipErrorNotReady;
+  return answered && restored != hipSuccess ? restored : error;
+}
+
 static int hip_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  return consumed(api.hipEventSynchronize((hipEvent_t)event));
+  return consumed(relaxed(api.hipEventSynchronize, (hipEvent_t)event));
 }
 
 static int hip_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  hipError_t error = api.hipEventQuery((hipEvent_t)event);
+  hipError_t error = relaxed(api.hipEventQuery, (hipEvent_t)event);
   *complete = error == hipSuccess;
   consumed(error);
   return error == hipErrorNotReady ? 0 : (int)error;
+}
+
+/* From 5.7 a synchronization (from 6.2 a query too) reads the event's last recording stream
+   without validating it, and from 6.2 to about 7.2.0 invalidates its capture when it
+   captures now (clr rocm-6.2.0 hip_event.cpp hipEventSynchronize, ihipEventQuery): busy
+   while it captures, or when hipStreamGetCaptureInfo_v2, which validates its handle in
+   every version read (6.2: hipErrorContextIsDestroyed), refuses it. The null stream is
+   exempt from those checks in every version. */
+static int hip_recording_stream_busy(void *ctx, void *stream, int *busy) {
+  (void)ctx;
+  *busy = 1;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  if (stream == NULL || !version_at_least(5, 7)) {
+    *busy = 0;
+    return 0;
+  }
+  int status = hipStreamCaptureStatusNone;
+  hipError_t error =
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, NULL, NULL, NULL);
+  consumed(error);
+  *busy = error != hipSuccess || status != hipStreamCaptureStatusNone;
+  return 0;
 }
 
 static int hip_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
@@ -289,6 +329,7 @@ static const dl_sync_backend hip_backend = {
     .stream_wait_external = hip_stream_wait_external,
     .graph_retain = hip_graph_retain,
     .available = hip_available,
+    .recording_stream_busy = hip_recording_stream_busy,
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {

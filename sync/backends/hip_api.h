@@ -24,6 +24,7 @@
   X(hipErrorStreamCaptureWrongThread, 908)      \
   X(hipStreamCaptureStatusNone, 0)              \
   X(hipStreamCaptureStatusActive, 1)            \
+  X(hipStreamCaptureModeRelaxed, 2)             \
   X(hipEventDisableTiming, 0x2)                 \
   X(hipEventWaitExternal, 0x1) /* ROCm 6.4.2 */ \
   X(hipUserObjectNoDestructorSync, 0x1)         \
@@ -62,6 +63,7 @@ enum { DL_SYNC__HIP_CONSTANTS(DL_SYNC__HIP_CONSTANT) };
     (hipStream_t stream, int *status, unsigned long long *id, hipGraph_t *graph,                \
      const hipGraphNode_t **dependencies, size_t *count))                                       \
   X(hipError_t, hipStreamIsCapturing, (hipStream_t stream, int *status))                        \
+  X(hipError_t, hipThreadExchangeStreamCaptureMode, (int *mode))                                \
   X(const char *, hipGetErrorName, (hipError_t error))                                          \
   X(const char *, hipGetErrorString, (hipError_t error))
 

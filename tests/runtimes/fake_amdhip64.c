@@ -114,6 +114,21 @@ FAKE_EXPORT hipError_t hipStreamDestroy(hipStream_t stream) {
   return answer(hipSuccess);
 }
 
+/* The calling thread's capture interaction mode: hipThreadExchangeStreamCaptureMode swaps it
+   (a thread-local, global by default) and refuses a NULL pointer or a value outside 0 to 2
+   with hipErrorInvalidValue (clr rocm-6.2.0 hipamd/src/hip_graph.cpp; exported since
+   hipamd rocm-5.2.3). */
+static _Thread_local int capture_mode;
+
+FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
+  if (mode == NULL || *mode < 0 || *mode > 2) return answer(hipErrorInvalidValue);
+  int previous = capture_mode;
+  capture_mode = *mode;
+  *mode = previous;
+  fake_counters.mode_exchanges++;
+  return answer(hipSuccess);
+}
+
 FAKE_EXPORT hipError_t hipStreamBeginCapture(hipStream_t handle, int mode) {
   (void)mode;
   fake_stream *stream = resolve(handle);

@@ -7,7 +7,11 @@
  * CUDA 12's exports, the CUDA 12 runtime API reference (cudaStreamGetCaptureInfo_v2/_v3).
  */
 #include <stddef.h>
+#include <string.h>
 
+static long prohibited_calls; /* potentially unsafe calls refused */
+#define FAKE_GPU_MORE_COUNTERS(name) \
+  (strcmp(name, "prohibited_calls") == 0 ? prohibited_calls : -1L)
 #include "fake_gpu.h"
 
 typedef int cudaError_t;
@@ -23,6 +27,7 @@ enum {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
   cudaErrorStreamCaptureIsolation = 905,
   cudaErrorStreamCaptureImplicit = 906,
@@ -104,12 +109,59 @@ FAKE_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
+/* The calling thread's capture interaction mode and identity, and the captures in progress
+   (begun and not ended), for the rules of cudaThreadExchangeStreamCaptureMode. */
+static _Thread_local int capture_mode; /* cudaStreamCaptureModeGlobal, "the default mode" */
+static _Thread_local char thread_identity;
+static fake_capture *live_captures[FAKE_MAX_STREAMS];
+
+/* cudaThreadExchangeStreamCaptureMode: "Sets the calling thread's stream capture interaction
+   mode to the value contained in *mode, and overwrites *mode with the previous mode for the
+   thread." */
+FAKE_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(int *mode) {
+  if (mode == NULL || *mode < 0 || *mode > 2) return answer(cudaErrorInvalidValue);
+  int previous = capture_mode;
+  capture_mode = *mode;
+  *mode = previous;
+  fake_counters.mode_exchanges++;
+  return cudaSuccess;
+}
+
+/* cudaThreadExchangeStreamCaptureMode: cudaStreamCaptureModeGlobal: "If the local thread has
+   an ongoing capture sequence that was not initiated with cudaStreamCaptureModeRelaxed at
+   cuStreamBeginCapture, or if any other thread has a concurrent capture sequence initiated
+   with cudaStreamCaptureModeGlobal, this thread is prohibited from potentially unsafe API
+   calls"; cudaStreamCaptureModeThreadLocal: only the local thread's own; Relaxed: "the local
+   thread is not prohibited". A prohibited call answers cudaErrorStreamCaptureUnsupported
+   and, the fake being at least as strict as the runtime, invalidates the captures that
+   prohibited it. */
+static int prohibited(void) {
+  int found = 0;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+    fake_capture *capture = live_captures[i];
+    if (capture == NULL || capture_mode == 2) continue;
+    int own = capture->thread == &thread_identity;
+    if ((own && capture->mode != 2) || (!own && capture_mode == 0 && capture->mode == 0)) {
+      fake_capture_invalidate(capture);
+      found = 1;
+    }
+  }
+  if (found) prohibited_calls++;
+  return found;
+}
+
 /* cudaStreamBeginCapture: "Capture may not be initiated if stream is cudaStreamLegacy." */
 FAKE_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t handle, int mode) {
-  (void)mode;
   fake_stream *stream = resolve(handle);
-  if (is_legacy(stream) || stream->capture != NULL) return answer(cudaErrorInvalidValue);
+  if (is_legacy(stream) || stream->capture != NULL || mode < 0 || mode > 2)
+    return answer(cudaErrorInvalidValue);
+  int slot = 0;
+  while (slot < FAKE_MAX_STREAMS && live_captures[slot] != NULL) slot++;
+  if (slot == FAKE_MAX_STREAMS) return answer(cudaErrorInvalidValue);
   fake_capture_begin(stream);
+  stream->capture->mode = mode;
+  stream->capture->thread = &thread_identity;
+  live_captures[slot] = stream->capture;
   return cudaSuccess;
 }
 
@@ -118,6 +170,8 @@ FAKE_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t handle, int mode) {
 FAKE_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t *graph) {
   fake_stream *stream = resolve(handle);
   if (stream->capture == NULL) return answer(cudaErrorInvalidValue);
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (live_captures[i] == stream->capture) live_captures[i] = NULL;
   *graph = fake_capture_end(stream);
   return *graph != NULL ? cudaSuccess : answer(cudaErrorStreamCaptureInvalidated);
 }
@@ -203,15 +257,18 @@ FAKE_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t handle, cudaEvent_t eve
   return answer(cudaErrorStreamCaptureIsolation);
 }
 
+/* Potentially unsafe calls (cudaStreamBeginCapture's modes: "attempting cudaEventQuery on
+   an event ... is prohibited" and a synchronization "is not permitted"); the fake device
+   completes work as it is enqueued. */
 FAKE_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   (void)event;
-  return cudaSuccess; /* the fake device completes work as it is enqueued */
+  return prohibited() ? answer(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
 FAKE_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
   (void)event;
   fake_counters.event_query++;
-  return cudaSuccess;
+  return prohibited() ? answer(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
 /* The capture query of one stream. The legacy stream answers

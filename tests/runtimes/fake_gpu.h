@@ -71,7 +71,7 @@ static _Thread_local int fake_current_device FAKE_RUNTIMES_ONLY;
 static unsigned long long fake_next_capture_id = 1;
 static struct {
   long event_create, event_destroy, event_record, stream_wait, event_query, timing_events;
-  long user_objects_live;
+  long user_objects_live, mode_exchanges;
 } fake_counters;
 
 static int fake_device_count(void) {
@@ -171,6 +171,7 @@ long fake_gpu_counter(const char *name) {
   if (strcmp(name, "event_query") == 0) return fake_counters.event_query;
   if (strcmp(name, "timing_events") == 0) return fake_counters.timing_events;
   if (strcmp(name, "user_objects_live") == 0) return fake_counters.user_objects_live;
+  if (strcmp(name, "mode_exchanges") == 0) return fake_counters.mode_exchanges;
   return FAKE_GPU_MORE_COUNTERS(name);
 }
 

@@ -541,6 +541,131 @@ static void test_release_calls(void **state) {
   assert_int_equal(deleted, 5);
 }
 
+/* Release ordering across contexts: what the producer meant is kept. A producer names its
+   reuse stream with its own context current (record_reuse); a consumer releases with any
+   context current, on any stream of the device. The wait lands on the reuse stream in the
+   context the producer named it in (cuStreamGetCtx: "Specifying any of the special handles
+   will return the context current to the calling thread": the producer's thread, not the
+   consumer's), the record on the consumer's stream in its own; when the two are one stream
+   nothing is recorded. A capturing reuse stream takes no wait: the release is deferred. A
+   record of minor 2 (an older copy's), which does not say which context a legacy reuse
+   stream is of, is deferred too, never ordered on the consumer's legacy stream. */
+typedef struct release_case {
+  int producer_caller, releaser, capture, minor2;
+  named reuse, consumer;
+} release_case;
+
+/* The status expected, and the calls in want. */
+static int expect_release(const release_case *rc, expected_call *want, int *count) {
+  *count = 0;
+  int reuse_context = oracle_context(&rc->reuse, rc->producer_caller);
+  int consumer_context = oracle_context(&rc->consumer, rc->releaser);
+  int same = rc->reuse.kind == rc->consumer.kind && reuse_context == consumer_context &&
+             (rc->reuse.kind != EXPLICIT || rc->reuse.handle == rc->consumer.handle);
+  int context_known = rc->reuse.kind == EXPLICIT || !rc->minor2;
+  if (context_known && same) return DL_SYNC_RELEASED_ORDERED;
+  want[(*count)++] = (expected_call){'r', rc->consumer.kind, consumer_context};
+  if (!context_known || rc->capture) return DL_SYNC_RELEASE_DEFERRED;
+  want[(*count)++] = (expected_call){'w', rc->reuse.kind, reuse_context};
+  return DL_SYNC_RELEASED_ORDERED;
+}
+
+static int check_release(const release_case *rc, long *differs) {
+  log_fn log = (log_fn)sym("fake_cuda_log");
+  int deleted = 0;
+  DLDevice d0 = {kDLCUDA, 0};
+  DLManagedTensorVersioned tensor = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
+  tensor.dl_tensor.device = d0;
+  set_caller(rc->producer_caller);
+  dl_sync_stream reuse = view(&rc->reuse);
+  DL_OK(dl_sync_tensor_record_reuse(&tensor, reuse, reuse));
+  if (rc->minor2) /* as an older copy writes it: no reuse context */
+    ((dl_sync_tensor_event_owner *)tensor.manager_ctx)->size =
+        offsetof(dl_sync_tensor_event_owner, reuse_context);
+  int reuse_context = oracle_context(&rc->reuse, rc->producer_caller);
+  void *capture_graph = NULL;
+  if (rc->capture) { /* from the reuse stream's own context, where its handle names it */
+    set_caller(reuse_context);
+    CU_OK(begin_fn, "cuStreamBeginCapture_v2", rc->reuse.handle, CU_CAPTURE_GLOBAL);
+  }
+  set_caller(rc->releaser);
+  log(-1, NULL, NULL, NULL);
+  long dead = counter("dead_handles");
+  int status = dl_sync_tensor_release(&tensor, view(&rc->consumer));
+  char message[512];
+  snprintf(message, sizeof message, "%s", dl_sync_last_error());
+  expected_call got[8], want[8];
+  int got_count = 0, want_count = 0, kind;
+  void *context, *stream;
+  for (int op; (op = log(got_count, &kind, &context, &stream)) > 0 && got_count < 8; got_count++)
+    got[got_count] = (expected_call){(char)op, kind, caller_of(context)};
+  void *after = current();
+  if (rc->capture) {
+    set_caller(reuse_context);
+    CU_OK(end_fn, "cuStreamEndCapture", rc->reuse.handle, &capture_graph);
+    if (capture_graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", capture_graph);
+  }
+  set_caller(rc->releaser);
+  if (status == DL_SYNC_RELEASE_DEFERRED) dl_sync_release_poll();
+  int want_status = expect_release(rc, want, &want_count);
+  int same_calls = got_count == want_count;
+  for (int i = 0; i < want_count && same_calls; i++)
+    same_calls =
+        got[i].op == want[i].op && got[i].kind == want[i].kind && got[i].context == want[i].context;
+  /* the case tells the producer's context from the releaser's */
+  *differs +=
+      rc->reuse.kind != EXPLICIT && reuse_context != oracle_context(&rc->reuse, rc->releaser);
+  int held = status == want_status && same_calls && deleted == 1 &&
+             after == (rc->releaser == NONE ? NULL : contexts[rc->releaser]) &&
+             counter("dead_handles") == dead;
+  if (held) return 1;
+  char got_text[200], want_text[200];
+  format_calls(got, got_count, got_text, sizeof got_text);
+  format_calls(want, want_count, want_text, sizeof want_text);
+  print_error(
+      "reuse %s named in %s%s, released in %s on %s%s:\n  status %s (expected %s)%s%s\n"
+      "  made %s\n  expected %s\n  deleted %d times\n",
+      rc->reuse.name, rc->producer_caller == NONE ? "none" : context_names[rc->producer_caller],
+      rc->minor2 ? " (a minor-2 record)" : "",
+      rc->releaser == NONE ? "none" : context_names[rc->releaser], rc->consumer.name,
+      rc->capture ? " (the reuse stream capturing)" : "", dl_sync_status_name(status),
+      dl_sync_status_name(want_status), status < 0 ? ": " : "", status < 0 ? message : "", got_text,
+      want_text, deleted);
+  return 0;
+}
+
+static void test_a_reuse_stream_waits_in_the_producers_context(void **state) {
+  (void)state;
+  named all[16];
+  int n = named_streams(all);
+  long cases = 0, failed = 0, differs = 0;
+  static const int device0_callers[] = {NONE, P0, X0};
+  for (int r = 0; r < n; r++)
+    for (int c = 0; c < n; c++) {
+      if (all[r].device != 0 || all[c].device != 0 || all[r].kind == PER_THREAD) continue;
+      for (int pc = 0; pc < 3; pc++)
+        for (int rl = 0; rl < 3; rl++)
+          for (int capture = 0; capture < 2; capture++)
+            for (int minor2 = 0; minor2 < 2; minor2++) {
+              release_case rc = {
+                  device0_callers[pc], device0_callers[rl], capture, minor2, all[r], all[c]};
+              if (capture && all[r].kind == LEGACY) continue;   /* cannot capture */
+              if (capture && all[c].kind != EXPLICIT) continue; /* 906 on the legacy stream */
+              if (capture && all[r].handle == all[c].handle) continue; /* itself captures */
+              cases++;
+              if (!check_release(&rc, &differs) && ++failed >= 20)
+                fail_msg("20 combinations failed");
+            }
+    }
+  print_message(
+      "%ld release combinations (%ld where the producer's and the releaser's "
+      "contexts name different legacy streams), %ld failed\n",
+      cases, differs, failed);
+  assert_true(differs > 0);
+  assert_int_equal(failed, 0);
+}
+
 /* ---- the reproducers --------------------------------------------------------------- */
 
 /* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
@@ -849,6 +974,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
       cmocka_unit_test_teardown(test_steady_state_export_makes_six_driver_calls, teardown_each),
       cmocka_unit_test_teardown(test_release_calls, teardown_each),
+      cmocka_unit_test_teardown(test_a_reuse_stream_waits_in_the_producers_context, teardown_each),
       cmocka_unit_test_teardown(test_a_reset_primary_context_gets_new_events, teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
