@@ -352,9 +352,9 @@ void dl_sync__pending_abandon(dl_sync__pending *p);
 int dl_sync__release_finish(int wait);
 /* The deferred releases queued now. */
 int dl_sync__releases_queued(void);
-/* What dl_sync_shutdown reports of the releases it could not finish: EBACKEND for those
-   whose completion could not be asked (never finished; reported once), ECAPTURE for those
-   waiting behind a capture, else OK. */
+/* What dl_sync_shutdown reports of the releases it could not finish: EBACKEND naming how
+   many could not be asked about (never finished; reported once) and how many still wait
+   (their stream captures, or is gone where asking would read it), else OK. */
 int dl_sync__release_report_left(void);
 
 /* release_thread.c: wakes the release thread, when it runs, for a release just queued; and

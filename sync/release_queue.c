@@ -65,9 +65,10 @@ static table tensors;                 /* of dl_sync__pending, through set_next *
 static atomic_size_t tensors_claimed; /* tensors.count, read without the lock */
 static table queues;                  /* of release_queue, through map_next */
 static release_queue *first_queue;
-static dl_sync__pending *left; /* failed, or the parent's in a forked child: kept reachable */
-static atomic_int left_failed; /* of them, failed here, not yet reported by shutdown */
-static atomic_uint generation; /* the forks this process's line went through */
+static dl_sync__pending *failed;         /* asked about and failed, not yet reported */
+static dl_sync__pending *left;           /* reported, or the parent's in a forked child: leaked */
+static atomic_int left_failed;           /* of them, failed here, not yet reported by shutdown */
+static atomic_uint generation;           /* the forks this process's line went through */
 static _Atomic(dl_sync__pending *) gone; /* graphs' releases whose graph is gone */
 atomic_int dl_sync__releases_pending;    /* deferred and kept by graphs */
 static atomic_int queued;                /* of them, deferred */
@@ -404,8 +405,8 @@ static int drain_queue(release_queue *q, int wait, dl_sync__pending **done) {
     atomic_fetch_sub_explicit(&queued, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
     if (answer == FAILED) {
-      p->next = left; /* its tensor stays in the set: it was released, never deleted */
-      left = p;
+      p->next = failed; /* its tensor stays in the set until reported: released once */
+      failed = p;
       atomic_fetch_add_explicit(&left_failed, 1, memory_order_relaxed);
       continue;
     }
@@ -473,23 +474,31 @@ int dl_sync__releases_queued(void) {
 }
 
 int dl_sync__release_report_left(void) {
-  int failed = atomic_exchange(&left_failed, 0);
+  int failures = atomic_exchange(&left_failed, 0);
   lock();
+  for (dl_sync__pending *p = failed, *next; p != NULL; p = next) { /* reported: forgotten */
+    next = p->next;
+    tensor_unclaim(p);
+    p->next = left;
+    left = p;
+  }
+  failed = NULL;
   int waiting = 0;
   for (release_queue *q = first_queue; q != NULL; q = q->next)
     for (dl_sync__pending *p = q->head; p != NULL; p = p->next) waiting++;
   unlock();
-  if (failed != 0)
+  if (failures != 0)
     return dl_sync__error(DL_SYNC_EBACKEND,
                           "%d releases could not be finished: asking whether their consumer's "
                           "work completed failed (its context destroyed or reset, or the "
                           "device lost); their deleters never run, their tensors are leaked",
-                          failed);
+                          failures);
   if (waiting != 0)
-    return dl_sync__error(DL_SYNC_ECAPTURE,
-                          "%d releases still wait: their consumer stream is capturing a graph, "
-                          "and their event is not asked while it does (the runtime would "
-                          "invalidate the capture); a poll after the capture finishes them",
+    return dl_sync__error(DL_SYNC_EBACKEND,
+                          "%d releases still wait: their event cannot be asked about now "
+                          "without disturbing the runtime (their consumer stream is capturing, "
+                          "or was destroyed where the runtime would read it); a poll finishes "
+                          "those whose stream's capture ended",
                           waiting);
   return DL_SYNC_OK;
 }
@@ -514,6 +523,12 @@ static void forget_in_child(void) {
     p->next = left;
     left = p;
   }
+  for (dl_sync__pending *p = failed, *next; p != NULL; p = next) {
+    next = p->next;
+    p->next = left;
+    left = p;
+  }
+  failed = NULL;
   free(queues.buckets);
   free(tensors.buckets);
   queues = tensors = (table){0};

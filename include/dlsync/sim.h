@@ -133,6 +133,21 @@ DL_SYNC_API int dl_sync_sim_event_query(dl_sync_sim_event *event);
     The capture rules are those of dl_sync_sim_event_query. */
 DL_SYNC_API int dl_sync_sim_event_synchronize(dl_sync_sim_event *event);
 
+/** Which runtime's rules event queries and synchronizations follow (until the next
+    dl_sync_sim_reset): CUDA's (the default), or HIP's of ROCm 6.2 to 7.2.0, which read the
+    event's last recording stream first: while that stream captures, the query or
+    synchronization invalidates its capture and fails with DL_SYNC_SIM_ERROR_CAPTURED_EVENT
+    whatever the thread's interaction mode; once it was destroyed, HIP reads freed memory,
+    which the simulator counts (dl_sync_sim_destroyed_stream_reads) and answers with
+    DL_SYNC_SIM_ERROR_INVALID_HANDLE. Events last recorded on the legacy stream are
+    exempt, as on HIP. */
+#define DL_SYNC_SIM_QUERY_RULES_CUDA 0
+#define DL_SYNC_SIM_QUERY_RULES_HIP 1
+DL_SYNC_API int dl_sync_sim_set_query_rules(int rules);
+DL_SYNC_API int dl_sync_sim_query_rules(void);
+/** Queries or synchronizations (HIP rules) that read a destroyed recording stream. */
+DL_SYNC_API uint64_t dl_sync_sim_destroyed_stream_reads(void);
+
 /* Stream capture. */
 #define DL_SYNC_SIM_CAPTURE_GLOBAL 0
 #define DL_SYNC_SIM_CAPTURE_THREAD_LOCAL 1

@@ -69,6 +69,20 @@ static int sim_event_query(void *ctx, void *event, int *complete) {
   return error == DL_SYNC_SIM_ERROR_NOT_READY ? DL_SYNC_SIM_SUCCESS : error;
 }
 
+/* Under HIP's rules the backend does what the HIP backend does: an event is not asked
+   about while its recording stream captures, nor once that stream is gone. */
+static int sim_recording_stream_busy(void *ctx, void *stream, int *busy) {
+  (void)ctx;
+  *busy = 0;
+  if (dl_sync_sim_query_rules() != DL_SYNC_SIM_QUERY_RULES_HIP || stream == NULL ||
+      stream == DL_SYNC_STREAM_LEGACY)
+    return DL_SYNC_SIM_SUCCESS; /* HIP exempts the null stream */
+  int32_t status = DL_SYNC_CAPTURE_NONE;
+  int error = dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL);
+  *busy = error != DL_SYNC_SIM_SUCCESS || status != DL_SYNC_CAPTURE_NONE;
+  return DL_SYNC_SIM_SUCCESS;
+}
+
 static int sim_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
   return dl_sync_sim_stream_capture_info(stream, &out->status, &out->id, NULL);
@@ -153,6 +167,7 @@ static const dl_sync_backend sim_backend = {
     .stream_wait_external = sim_stream_wait_external,
     .event_synchronize = sim_event_synchronize,
     .event_query = sim_event_query,
+    .recording_stream_busy = sim_recording_stream_busy,
     .capture_info = sim_capture_info,
     .graph_retain = sim_graph_retain,
     .error_name = sim_error_name,

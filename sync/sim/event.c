@@ -130,10 +130,52 @@ static int captured(dl_sync_sim_event *e) {
   return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
 }
 
+/* HIP's rules (clr rocm-6.2.0 hipamd/src/hip_event.cpp ihipEventQuery, hipEventSynchronize;
+   the same check through 7.2.0): the event's last recording stream is read unvalidated
+   (hipStreamDestroy leaves it dangling), and while it captures, that capture is
+   invalidated and the call answers hipErrorCapturedEvent, in any interaction mode. The
+   null (legacy) stream is exempt. */
+static int recording_stream_rules(dl_sync_sim_event *e) {
+  dl_sync_sim_stream *s = e->last.stream;
+  if (dl_sync__sim.query_rules != DL_SYNC_SIM_QUERY_RULES_HIP || s == NULL || s->is_legacy)
+    return DL_SYNC_SIM_SUCCESS;
+  if (s->destroyed) {
+    dl_sync__sim.destroyed_stream_reads++;
+    return DL_SYNC_SIM_ERROR_INVALID_HANDLE;
+  }
+  if (s->capture == NULL || s->capture->ended) return DL_SYNC_SIM_SUCCESS;
+  dl_sync__sim_capture_invalidate(s->capture);
+  return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+}
+
+int dl_sync_sim_set_query_rules(int rules) {
+  if (rules != DL_SYNC_SIM_QUERY_RULES_CUDA && rules != DL_SYNC_SIM_QUERY_RULES_HIP)
+    return DL_SYNC_SIM_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  dl_sync__sim.query_rules = rules;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  return DL_SYNC_SIM_SUCCESS;
+}
+
+int dl_sync_sim_query_rules(void) {
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  int rules = dl_sync__sim.query_rules;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  return rules;
+}
+
+uint64_t dl_sync_sim_destroyed_stream_reads(void) {
+  pthread_mutex_lock(&dl_sync__sim.lock);
+  uint64_t reads = dl_sync__sim.destroyed_stream_reads;
+  pthread_mutex_unlock(&dl_sync__sim.lock);
+  return reads;
+}
+
 int dl_sync_sim_event_query(dl_sync_sim_event *event) {
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_event *e = valid(event);
   int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : captured(e);
+  if (error == DL_SYNC_SIM_SUCCESS) error = recording_stream_rules(e);
   /* cudaEventQuery is a potentially unsafe call during a capture (the capture-mode rules
      of cudaStreamBeginCapture); CUDA answers cudaErrorStreamCaptureUnsupported to an
      allocator thread polling events while another thread captures in global mode. */
@@ -157,6 +199,7 @@ int dl_sync_sim_event_synchronize(dl_sync_sim_event *event) {
   pthread_mutex_lock(&dl_sync__sim.lock);
   dl_sync_sim_event *e = valid(event);
   int error = e == NULL ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : captured(e);
+  if (error == DL_SYNC_SIM_SUCCESS) error = recording_stream_rules(e);
   if (error == DL_SYNC_SIM_SUCCESS) error = dl_sync__sim_check_prohibited();
   if (error == DL_SYNC_SIM_SUCCESS) {
     sim_dep last = e->last;

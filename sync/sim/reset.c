@@ -50,6 +50,8 @@ void dl_sync_sim_reset(void) {
   memset(dl_sync__sim.legacy, 0, sizeof dl_sync__sim.legacy);
   dl_sync__sim.next_agent = 0;
   dl_sync__sim.jitter_max_us = 0;
+  dl_sync__sim.query_rules = DL_SYNC_SIM_QUERY_RULES_CUDA;
+  dl_sync__sim.destroyed_stream_reads = 0;
   dl_sync__sim.shutting_down = 0;
   dl_sync__sim.generation++;
   pthread_mutex_unlock(&dl_sync__sim.lock);

@@ -144,6 +144,8 @@ typedef struct sim_state {
   dl_sync_sim_event *retired_events;    /* freed by a reset, kept until destroyed */
   uint64_t jitter_seed;
   unsigned jitter_max_us;
+  int query_rules;                 /* DL_SYNC_SIM_QUERY_RULES_* */
+  uint64_t destroyed_stream_reads; /* HIP rules: reads of a destroyed recording stream */
 } sim_state;
 
 extern sim_state dl_sync__sim;

@@ -842,6 +842,44 @@ static void test_interaction_modes_decide_what_unsafe_calls_disturb(void **state
       }
 }
 
+/* HIP's query rules (clr rocm-6.2.0 hipamd/src/hip_event.cpp ihipEventQuery and
+   hipEventSynchronize): the event's last recording stream is read first; while it captures
+   (a capture begun after the record), the query invalidates that capture and answers
+   hipErrorCapturedEvent, even in the relaxed interaction mode; once it was destroyed the
+   read is of freed memory, counted here. The control: CUDA's rules, under which both calls
+   succeed in the relaxed mode. */
+static void test_hip_query_rules_read_the_recording_stream(void **state) {
+  (void)state;
+  assert_int_equal(dl_sync_sim_set_query_rules(7), DL_SYNC_SIM_ERROR_INVALID_VALUE);
+  for (int rules = DL_SYNC_SIM_QUERY_RULES_CUDA; rules <= DL_SYNC_SIM_QUERY_RULES_HIP; rules++) {
+    CHECK_SIM(dl_sync_sim_set_query_rules(rules));
+    int hip = rules == DL_SYNC_SIM_QUERY_RULES_HIP;
+    for (int call = EVENT_QUERY; call <= EVENT_SYNCHRONIZE; call++) {
+      dl_sync_sim_stream *s = new_stream(DL_SYNC_SIM_STREAM_NON_BLOCKING);
+      dl_sync_sim_event *e = new_event();
+      CHECK_SIM(dl_sync_sim_event_record(e, s, 0));
+      CHECK_SIM(dl_sync_sim_stream_synchronize(s));
+      CHECK_SIM(dl_sync_sim_stream_begin_capture(s, DL_SYNC_SIM_CAPTURE_RELAXED));
+      int mode = DL_SYNC_SIM_CAPTURE_RELAXED;
+      CHECK_SIM(dl_sync_sim_thread_exchange_capture_mode(&mode));
+      assert_int_equal(make_unsafe_call(call, e, s),
+                       hip ? DL_SYNC_SIM_ERROR_CAPTURED_EVENT : DL_SYNC_SIM_SUCCESS);
+      assert_int_equal(end_capture(s), hip ? DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED : 0);
+      uint64_t reads = dl_sync_sim_destroyed_stream_reads();
+      CHECK_SIM(dl_sync_sim_stream_destroy(s));
+      assert_int_equal(make_unsafe_call(call, e, s),
+                       hip ? DL_SYNC_SIM_ERROR_INVALID_HANDLE : DL_SYNC_SIM_SUCCESS);
+      assert_int_equal(dl_sync_sim_destroyed_stream_reads() - reads, hip ? 1 : 0);
+      CHECK_SIM(dl_sync_sim_thread_exchange_capture_mode(&mode));
+      /* the legacy stream is exempt */
+      CHECK_SIM(dl_sync_sim_event_record(e, DL_SYNC_SIM_STREAM_LEGACY, 0));
+      CHECK_SIM(make_unsafe_call(call, e, NULL));
+      CHECK_SIM(dl_sync_sim_event_destroy(e));
+    }
+  }
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
+}
+
 static void test_legacy_capture_info_is_implicit_error_without_invalidating(void **state) {
   (void)state;
   int32_t status;
@@ -1285,6 +1323,7 @@ int main(void) {
       SIM_TEST(test_device_sync_during_any_capture_of_the_device_is_invalid),
       SIM_TEST(test_unsafe_calls_fail_in_the_callers_own_non_relaxed_capture),
       SIM_TEST(test_interaction_modes_decide_what_unsafe_calls_disturb),
+      SIM_TEST(test_hip_query_rules_read_the_recording_stream),
       SIM_TEST(test_legacy_capture_info_is_implicit_error_without_invalidating),
       SIM_TEST(test_foreign_event_query_invalidates_a_global_capture),
       SIM_TEST(test_query_of_an_event_recorded_in_the_capture_invalidates_it),
