@@ -14,6 +14,7 @@ A producer written in C, C++ or Cython builds against ``get_include()`` (the C h
 ``dlsync.pxd`` for ``cimport dlsync``, ``dlsync_testing.h``) and links its own copy of the
 library: ``get_library_dirs()`` and ``get_libraries()``.
 """
+import atexit
 import enum
 import os
 import sys
@@ -35,6 +36,8 @@ from ._dlsync import (
     group_wait,
     push_dep,
     release_poll,
+    release_thread,
+    release_thread_running,
     set_capture_policy,
     stream_from_arg,
     stream_to_arg,
@@ -175,5 +178,17 @@ __all__ = [
     "RELEASE_DEFERRED",
     "RELEASE_GRAPH",
     "release_poll",
+    "release_thread",
+    "release_thread_running",
     "tensor_release",
 ]
+
+
+def _stop_release_thread_at_exit() -> None:
+    # Before the interpreter's own threads stop: a deleter on the release thread may take
+    # the GIL. What completed by then still runs, here.
+    release_thread(False)
+    release_poll()
+
+
+atexit.register(_stop_release_thread_at_exit)

@@ -48,8 +48,10 @@ extern PyMethodDef dl_sync_py_policy_methods[];
 extern PyMethodDef dl_sync_py_group_methods[];
 /* _runtime, behind dlsync.runtime (runtime.c) */
 extern PyMethodDef dl_sync_py_runtime_methods[];
-/* tensor_release, release_poll (release.c) */
+/* tensor_release, release_poll, release_thread (release.c) */
 extern PyMethodDef dl_sync_py_release_methods[];
+/* Starts the release thread unless the program turned it off (release.c; GIL not held). */
+void dl_sync_py_release_thread_ensure(void);
 /* _null_backend, _time_export, _time_gil_release: dlsync.testing.NullBackend (null_backend.c) */
 extern PyMethodDef dl_sync_py_null_backend_methods[];
 /* _raise_status (status.c) */

@@ -104,6 +104,7 @@ static void reset_all(void) {
   /* The other copies first: their pools hold the simulator's events. */
   for (int i = copy_count - 1; i >= 0; i--) copies[i].detach(copies[i].ctx);
   copy_count = 0;
+  dl_sync_shutdown(); /* the releases still pending finish while their events are valid */
   dl_sync_sim_reset();
   dl_sync_shutdown();
   PyEval_RestoreThread(thread);

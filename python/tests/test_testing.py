@@ -3,6 +3,8 @@
 checker; every ordering test has its negative control (the same program without the
 dependency), caught by the race checker and, with the producer held, by value. The
 positive cases also run under jitter."""
+import threading
+import time
 import unittest
 
 import numpy as np
@@ -213,7 +215,14 @@ class Capture(unittest.TestCase):
 
 class Release(unittest.TestCase):
     """A consumer is done with a tensor while its read is held behind a gate; the
-    producer's stream-ordered pool hands the block to a new write at once."""
+    producer's stream-ordered pool hands the block to a new write at once. The release
+    thread is off here, so that release_poll's count is exact; ReleaseThread turns it on."""
+
+    def setUp(self):
+        dlsync.release_thread(False)
+
+    def tearDown(self):
+        dlsync.release_thread(True)
 
     def reuse(self, how, reuse=True):
         sim = dlsync.testing.SimulatedDevice().open()
@@ -265,6 +274,77 @@ class Release(unittest.TestCase):
             self.assertEqual(dlsync.tensor_release(tensor, -1), dlsync.RELEASED_NOW)
             with self.assertRaisesRegex(TypeError, "not yet consumed"):
                 dlsync.tensor_release(tensor, -1)  # released: the capsule is used
+
+
+class ReleaseThread(unittest.TestCase):
+    """Deferred deleters run on dlsync's release thread, which the first deferred release
+    starts: a consumer gets the producer's memory back without polling."""
+
+    def test_a_deferred_release_finishes_without_a_poll(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            a, b = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+            freed = threading.Event()
+            block = bytearray(64)
+            tensor = dlsync.testing._sim.tensor(a, block, freed.set, None)
+            gate = sim.hold(b)
+            self.assertEqual(dlsync.tensor_release(tensor, b), dlsync.RELEASE_DEFERRED)
+            self.assertTrue(dlsync.release_thread_running())
+            self.assertFalse(freed.wait(0.05))  # the consumer's work is held
+            gate.release()
+            self.assertTrue(freed.wait(10))  # no poll: the thread ran the deleter
+
+    def test_turned_off_only_a_poll_runs_deleters(self):
+        dlsync.release_thread(False)
+        try:
+            self.assertFalse(dlsync.release_thread_running())
+            with dlsync.testing.SimulatedDevice() as sim:
+                a, b = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+                freed = []
+                tensor = dlsync.testing._sim.tensor(a, bytearray(8), lambda: freed.append(1), None)
+                self.assertEqual(dlsync.tensor_release(tensor, b), dlsync.RELEASE_DEFERRED)
+                self.assertFalse(dlsync.release_thread_running())
+                b.synchronize()
+                time.sleep(0.05)
+                self.assertEqual(freed, [])
+                self.assertEqual(dlsync.release_poll(), 1)
+                self.assertEqual(freed, [1])
+        finally:
+            dlsync.release_thread(True)
+
+    def test_a_capsule_is_released_once_across_threads(self):
+        """Threads releasing one capsule at once: one release, the others TypeError, one
+        deleter call. The capsule is marked used before the GIL is let go."""
+        with dlsync.testing.SimulatedDevice() as sim:
+            stream = sim.stream()
+            for _ in range(50):
+                deleted = []
+                tensor = dlsync.testing._sim.tensor(stream, bytearray(8), lambda: deleted.append(1), None)
+                outcomes = []
+                barrier = threading.Barrier(4)
+
+                def release():
+                    barrier.wait()
+                    try:
+                        outcomes.append(dlsync.tensor_release(tensor, -1))
+                    except TypeError:
+                        outcomes.append("used")
+
+                threads = [threading.Thread(target=release) for _ in range(4)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                self.assertEqual(sorted(outcomes, key=str), [dlsync.RELEASED_NOW] + ["used"] * 3)
+                self.assertEqual(deleted, [1])
+
+    def test_a_failed_release_leaves_the_capsule_unconsumed(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            deleted = []
+            tensor = dlsync.testing._sim.tensor(sim.stream(), bytearray(8), lambda: deleted.append(1), None)
+            with self.assertRaises(RuntimeError):
+                dlsync.tensor_release(tensor, 7)  # no stream of the simulator: the runtime refuses
+            self.assertEqual(dlsync.tensor_release(tensor, -1), dlsync.RELEASED_NOW)
+            self.assertEqual(deleted, [1])
 
 
 class Errors(unittest.TestCase):

@@ -87,6 +87,9 @@ def simulated() -> None:
         pool = dlsync.testing.StreamOrderedPool(64)
         block: bytearray = pool.alloc(a)
         tensor: object = pool.export(block, a)
+        dlsync.release_thread(False)  # release_poll's count below is then exact
+        running: bool = dlsync.release_thread_running()
+        assert not running
         how: int = dlsync.tensor_release(tensor, b)
         assert how == dlsync.RELEASED_ORDERED, how
         assert dlsync.tensor_release(pool.export(pool.alloc(a), a, reuse=False), b) in (
@@ -96,6 +99,7 @@ def simulated() -> None:
         sim.synchronize()
         ran: int = dlsync.release_poll()
         assert ran == 1, ran
+        dlsync.release_thread(True)
         assert dlsync.tensor_release(pool.export(pool.alloc(a), a), -1) == dlsync.RELEASED_NOW
         pool.free(pool.alloc(a), a)
     with dlsync.testing.NullBackend() as null:
