@@ -301,6 +301,76 @@ static void bench_release(void) {
          (ordered_ns - event_deleter_ns) / export_ns, "ratio");
 }
 
+/* Cost flat in what is pending: a deferred release with a poll after it, with none, 1 k and
+   64 k releases pending (their consumer's work never completes: the null backend's queries
+   on that stream answer "not yet"), side by side in one run, as ratios to none. The
+   measured releases go to another consumer stream, whose work completes, so each poll
+   finishes one; and, on the stream where nothing completes, the event queries a poll after
+   each release makes (per release). Each figure is the median of batches. */
+static double median(double *values, int n) {
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++)
+      if (values[b] < values[a]) {
+        double t = values[a];
+        values[a] = values[b];
+        values[b] = t;
+      }
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+static void fresh_tensors(DLManagedTensorVersioned *tensors, int n, DLDevice device) {
+  for (int i = 0; i < n; i++) {
+    tensors[i] = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = count_release};
+    tensors[i].dl_tensor.device = device;
+  }
+}
+
+static void bench_release_depth(void) {
+  enum { BATCH = 1000, BATCHES = 15, DEEPEST = 65536, DEPTHS = 3 };
+  static const int depths[DEPTHS] = {0, 1000, DEEPEST};
+  static DLManagedTensorVersioned piled[DEEPEST + BATCH], batch[BATCH];
+  int slow, fast;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync_stream slow_stream = dl_sync_stream_view(device, &slow),
+                 consumer = dl_sync_stream_view(device, &fast);
+  atomic_store(&null_slow_stream, (void *)&slow);
+  double per_release[DEPTHS], batch_ns[BATCHES], queries = 0;
+  for (int d = 0; d < DEPTHS; d++) {
+    fresh_tensors(piled, depths[d], device);
+    for (int i = 0; i < depths[d]; i++) dl_sync_tensor_release(&piled[i], slow_stream);
+    for (int round = 0; round < BATCHES; round++) {
+      fresh_tensors(batch, BATCH, device);
+      double t0 = now_ns();
+      for (int i = 0; i < BATCH; i++) {
+        dl_sync_tensor_release(&batch[i], consumer);
+        dl_sync_release_poll();
+      }
+      batch_ns[round] = (now_ns() - t0) / BATCH;
+    }
+    per_release[d] = median(batch_ns, BATCHES);
+    if (d == DEPTHS - 1) { /* one more batch behind the pile: nothing of it completes */
+      fresh_tensors(&piled[DEEPEST], BATCH, device);
+      long before = thread_calls[DL_SYNC_OP_EVENT_QUERY];
+      for (int i = 0; i < BATCH; i++) {
+        dl_sync_tensor_release(&piled[DEEPEST + i], slow_stream);
+        dl_sync_release_poll();
+      }
+      queries = (double)(thread_calls[DL_SYNC_OP_EVENT_QUERY] - before) / BATCH;
+    }
+    atomic_store(&null_slow_stream, NULL);
+    dl_sync_release_poll(); /* the pile finishes */
+    atomic_store(&null_slow_stream, (void *)&slow);
+  }
+  atomic_store(&null_slow_stream, NULL);
+  report("release deferred + poll, none pending", per_release[0], "ns/op");
+  report("release deferred + poll, 1 k pending", per_release[1], "ns/op");
+  report("release deferred + poll, 64 k pending", per_release[2], "ns/op");
+  report("release at 1 k pending / none", per_release[1] / per_release[0], "ratio");
+  report("release at 64 k pending / none", per_release[2] / per_release[0], "ratio");
+  report("poll after each release, 64 k pending on one stream, nothing done: event queries",
+         queries, "calls/release");
+}
+
 /* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
    PyTorch and CuPy do today), and host synchronization. */
 static void bench_strategies(void) {
@@ -394,6 +464,7 @@ int main(void) {
   bench_export_threads(baseline);
   bench_group();
   bench_release();
+  bench_release_depth();
   bench_strategies();
   dl_sync_shutdown();
   bench_sim();

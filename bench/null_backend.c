@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdatomic.h>
+#include <stdlib.h>
+
 #include "null_backend.h"
 
 _Thread_local long thread_calls[DL_SYNC_OP_COUNT];
@@ -14,23 +17,29 @@ static int n_set_device(void *c, int32_t d) {
   thread_calls[DL_SYNC_OP_SET_DEVICE]++;
   return 0;
 }
+/* An event remembers the stream of its last record: work on null_slow_stream never
+   completes. */
+typedef struct null_event {
+  _Atomic(void *) stream;
+} null_event;
+_Atomic(void *) null_slow_stream;
+
 static int n_event_create(void *c, void **e) {
   (void)c;
   thread_calls[DL_SYNC_OP_EVENT_CREATE]++;
-  *e = (void *)0x1;
-  return 0;
+  *e = calloc(1, sizeof(null_event));
+  return *e != NULL ? 0 : 2;
 }
 static int n_event_destroy(void *c, void *e) {
   (void)c;
-  (void)e;
   thread_calls[DL_SYNC_OP_EVENT_DESTROY]++;
+  free(e);
   return 0;
 }
 static int n_event_record(void *c, void *e, void *s) {
   (void)c;
-  (void)e;
-  (void)s;
   thread_calls[DL_SYNC_OP_EVENT_RECORD]++;
+  atomic_store_explicit(&((null_event *)e)->stream, s, memory_order_relaxed);
   return 0;
 }
 static int n_stream_wait(void *c, void *s, void *e) {
@@ -48,9 +57,10 @@ static int n_event_synchronize(void *c, void *e) {
 }
 static int n_event_query(void *c, void *e, int *done) {
   (void)c;
-  (void)e;
   thread_calls[DL_SYNC_OP_EVENT_QUERY]++;
-  *done = 1;
+  void *slow = atomic_load_explicit(&null_slow_stream, memory_order_relaxed);
+  *done = slow == NULL ||
+          atomic_load_explicit(&((null_event *)e)->stream, memory_order_relaxed) != slow;
   return 0;
 }
 static int n_capture_info(void *c, void *s, dl_sync_capture_info *o) {

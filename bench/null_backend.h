@@ -6,7 +6,12 @@
 
 #include "dlsync/dlsync.h"
 
+#include <stdatomic.h>
+
 extern dl_sync_backend null_backend;
+/* Work recorded on this stream never completes while it is set (queries answer "not
+   yet"): releases pile up there as behind a slow consumer. */
+extern _Atomic(void *) null_slow_stream;
 extern _Thread_local long thread_calls[DL_SYNC_OP_COUNT];
 
 #endif

@@ -202,6 +202,7 @@ int main(int argc, char **argv) {
   int ok = !failed && races == 0 && wrong == 0;
   printf("verdict: %s\n", ok ? "every read was ordered after its write"
                              : "UNORDERED: B read memory A had not finished writing");
+  printf("\nclean-up, after the verdict: A drops its own references (no release is pending)\n");
   for (int i = 0; i < count; i++) fa_tensor_release(tensors[i]);
   fa_shutdown();
   fb_shutdown();
