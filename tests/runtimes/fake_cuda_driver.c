@@ -225,6 +225,18 @@ static CUresult dead(CUresult code) {
   return code;
 }
 
+/* Test hook: fake_cuda_sticky(code) stands for a kernel fault, after which (cuda.h,
+   CUDA_ERROR_ILLEGAL_ADDRESS) "the process [is left] in an inconsistent state and any
+   further CUDA work will return the same error": every later event query answers code
+   (the calls dlsync asks completion with), until fake_cuda_sticky(0). */
+static CUresult sticky_error;
+
+FAKE_EXPORT void fake_cuda_sticky(int code);
+
+void fake_cuda_sticky(int code) {
+  sticky_error = code;
+}
+
 /* ---- contexts ----------------------------------------------------------------------- */
 
 static fake_context *current(void) {
@@ -1204,6 +1216,7 @@ FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
   ENTER();
   if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   fake_counters.event_query++;
+  if (sticky_error != CUDA_SUCCESS) return sticky_error;
   if (hEvent->capture != NULL) return CUDA_ERROR_CAPTURED_EVENT;
   return prohibited() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }

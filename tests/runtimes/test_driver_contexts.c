@@ -666,6 +666,84 @@ static void test_a_reuse_stream_waits_in_the_producers_context(void **state) {
   assert_int_equal(failed, 0);
 }
 
+/* Releases that can never be asked about beside live ones: a consumer context destroyed
+   (cuCtxDestroy: "Destroys and cleans up all resources associated with the context"), a
+   primary context reset by its last release ("The context is automatically reset once the
+   last reference to it is released", cuDevicePrimaryCtxRelease: its events go with it,
+   its handle stays). Each is given up without a query of its dead event (a reset context
+   is found by its identity; a destroyed one's identity is asked once), neither holds the
+   live releases up, neither is asked again, and shutdown reports them once. Then a sticky
+   error (CUDA_ERROR_ILLEGAL_ADDRESS: "any further CUDA work will return the same error"):
+   every pending release is asked once, and reported. */
+static void test_dead_releases_hold_no_other_up(void **state) {
+  (void)state;
+  DL_OK(dl_sync_shutdown()); /* dlsync holds no primary reference: the release resets P0 */
+  set_caller(P0);
+  DLDevice d0 = {kDLCUDA, 0};
+  enum { DEAD = 2, LIVE = 4, TENSORS = DEAD + LIVE };
+  int deleted[TENSORS] = {0};
+  DLManagedTensorVersioned tensors[TENSORS];
+  for (int i = 0; i < TENSORS; i++) {
+    tensors[i] = (DLManagedTensorVersioned){
+        .version = {1, 3}, .manager_ctx = &deleted[i], .deleter = release_deleter};
+    tensors[i].dl_tensor.device = d0;
+  }
+  void *doomed = NULL, *popped = NULL;
+  CU_OK(ctx_create_fn, "cuCtxCreate_v2", &doomed, 0u, 0);
+  CU(ctx_out_fn, "cuCtxPopCurrent_v2", &popped);
+  set_caller(P0);
+  CU_OK(ctx_fn, "cuCtxSetCurrent", doomed);
+  void *in_doomed = NULL;
+  CU_OK(stream_create_fn, "cuStreamCreate", &in_doomed, (unsigned)CU_STREAM_NON_BLOCKING);
+  set_caller(P0);
+  void *in_p0 = stream_in(P0);
+  void *consumers[TENSORS] = {
+      in_doomed,           in_p0, explicit_streams[X0], explicit_streams[P1], explicit_streams[X0],
+      explicit_streams[X1]};
+  for (int i = 0; i < TENSORS; i++) {
+    DLDevice d = {kDLCUDA, i == 3 || i == 5 ? 1 : 0};
+    tensors[i].dl_tensor.device = d;
+    assert_int_equal(dl_sync_tensor_release(&tensors[i], dl_sync_stream_view(d, consumers[i])),
+                     DL_SYNC_RELEASE_DEFERRED);
+  }
+  CU_OK(handle_fn, "cuCtxDestroy_v2", doomed);
+  CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0); /* the last reference: a reset */
+  void *again = NULL;
+  CU_OK(primary_retain_fn, "cuDevicePrimaryCtxRetain", &again, 0);
+  long queries = counter("event_query"), dead_uses = counter("dead_handles");
+  assert_int_equal(dl_sync_release_poll(), LIVE);
+  for (int i = 0; i < TENSORS; i++) assert_int_equal(deleted[i], i >= DEAD);
+  assert_int_equal(counter("event_query") - queries, LIVE); /* no dead event queried */
+  long dead_asked = counter("dead_handles") - dead_uses;
+  assert_true(dead_asked <= 1); /* the destroyed context's identity, once */
+  for (int i = 0; i < 3; i++) assert_int_equal(dl_sync_release_poll(), 0);
+  assert_int_equal(counter("event_query") - queries, LIVE); /* never asked again */
+  assert_int_equal(counter("dead_handles") - dead_uses, dead_asked);
+  assert_int_equal(dl_sync_release_pending(), 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
+  assert_error_mentions("2 releases could not be finished");
+  DL_OK(dl_sync_shutdown());
+  explicit_streams[P0] = stream_in(P0); /* the reset took the suite's streams of P0 */
+
+  /* A sticky error: every release asked once, none run, shutdown says so. */
+  ((void (*)(int))sym("fake_cuda_sticky"))(700);
+  for (int i = DEAD; i < TENSORS; i++) {
+    deleted[i] = 0;
+    DLDevice d = tensors[i].dl_tensor.device;
+    assert_int_equal(dl_sync_tensor_release(&tensors[i], dl_sync_stream_view(d, consumers[i])),
+                     DL_SYNC_RELEASE_DEFERRED);
+  }
+  queries = counter("event_query");
+  assert_int_equal(dl_sync_release_poll(), 0);
+  assert_int_equal(dl_sync_release_poll(), 0);
+  assert_int_equal(counter("event_query") - queries, LIVE);
+  ((void (*)(int))sym("fake_cuda_sticky"))(0);
+  assert_int_equal(dl_sync_release_poll(), 0); /* given up: not asked once the error clears */
+  for (int i = DEAD; i < TENSORS; i++) assert_int_equal(deleted[i], 0);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
+  assert_error_mentions("4 releases could not be finished");
+}
+
 /* ---- the reproducers --------------------------------------------------------------- */
 
 /* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
@@ -976,6 +1054,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_release_calls, teardown_each),
       cmocka_unit_test_teardown(test_a_reuse_stream_waits_in_the_producers_context, teardown_each),
       cmocka_unit_test_teardown(test_a_reset_primary_context_gets_new_events, teardown_each),
+      cmocka_unit_test_teardown(test_dead_releases_hold_no_other_up, teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
