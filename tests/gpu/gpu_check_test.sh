@@ -44,7 +44,8 @@ name=$1
 modes() { # every mode's line; $1: a mode left out, $2: a mode whose controls raced 1 of 2
   case "$name" in
     gpu_contexts) all="created-contexts default-stream-other-context reset capture-cold-context
-                       capture-survives-synchronize" ;;
+                       capture-survives-synchronize capture-survives-release-poll
+                       release-legacy-other-context" ;;
     gpu_release) all="release-reuse-stream release-deferred release-capture" ;;
     *) all="stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global
             capture-thread-local capture-relaxed external-wait threads" ;;
@@ -156,6 +157,8 @@ check "a mode without its line fails, by name" nvidia mode-missing 330 1 \
 check "the contexts and release suites: a line per mode, with its counts" nvidia pass 330 0 \
   "suite gpu_contexts / reset: passed \(ordered runs 53, control runs 2, controls that observed a race 2\)" \
   "suite gpu_contexts / capture-survives-synchronize: passed" \
+  "suite gpu_contexts / capture-survives-release-poll: passed" \
+  "suite gpu_contexts / release-legacy-other-context: passed" \
   "suite gpu_release / release-reuse-stream: passed" "suite gpu_release / release-deferred: passed" \
   "suite gpu_release / release-capture: passed" "gpu-check: PASSED"
 FAKE_MODE=release-deferred check "a release control that saw no race fails, by name" nvidia mode-unraced 330 1 \

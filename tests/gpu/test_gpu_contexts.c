@@ -3,9 +3,11 @@
 /*
  * CUDA contexts on a real device, gated as the ordering suites are (gpu_suite.h): streams
  * of two created contexts exchanged both ways, default streams named while another
- * context is current, a primary context reset and used again, a cold context's producer
- * joining a capture, and another thread's global-mode capture across
- * dl_sync_tensor_synchronize. Every case runs in contexts made for it, so that its first
+ * context is current, a primary context reset and used again (with a release pending
+ * across the reset), a cold context's producer joining a capture, another thread's
+ * global-mode capture across dl_sync_tensor_synchronize and across dl_sync_release_poll,
+ * and a producer's legacy reuse stream released from a thread with another context
+ * current. Every case runs in contexts made for it, so that its first
  * ordered run meets a cold pool (the suite checks that it made an event) and the later
  * ones a warm one.
  *
@@ -27,11 +29,17 @@ typedef enum suite_mode {
   MODE_RESET,
   MODE_CAPTURE_COLD_CONTEXT,
   MODE_CAPTURE_SURVIVES_SYNCHRONIZE,
+  MODE_CAPTURE_SURVIVES_RELEASE_POLL,
+  MODE_RELEASE_LEGACY_OTHER_CONTEXT,
   MODES
 } suite_mode;
-static const char *const mode_names[MODES] = {"created-contexts", "default-stream-other-context",
-                                              "reset", "capture-cold-context",
-                                              "capture-survives-synchronize"};
+static const char *const mode_names[MODES] = {"created-contexts",
+                                              "default-stream-other-context",
+                                              "reset",
+                                              "capture-cold-context",
+                                              "capture-survives-synchronize",
+                                              "capture-survives-release-poll",
+                                              "release-legacy-other-context"};
 
 static struct {
   CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice);
@@ -273,6 +281,10 @@ static void test_default_streams_named_while_another_context_is_current(void **s
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_cases(&cases[i], 1);
 }
 
+static void count_deletion(DLManagedTensorVersioned *t) {
+  (*(int *)t->manager_ctx)++;
+}
+
 /* The primary context: an exchange, the runtime's reset of it (cudaDeviceReset), the
  * runtime retaining it again, the same exchange. dlsync keys its pools by cuCtxGetId,
  * which must change at the reset: the events of before are gone with it. */
@@ -310,6 +322,18 @@ static void test_a_reset_primary_context_is_used_again(void **state) {
   unsigned long long before = context_id(primary);
   if (gates_registered() != 0)
     fail_msg("a gate of an earlier test is still registered: the reset would free it");
+  /* A release pending across the reset: its event goes with the context. It is given up
+     (never asked about on a dead event, its deleter never run), and shutdown says so. */
+  cudaStream_t pending_on;
+  CUDA_OK(cudaStreamCreateWithFlags(&pending_on, cudaStreamNonBlocking));
+  int pending_deleted = 0;
+  DLManagedTensorVersioned pending = {
+      .version = {1, 3}, .manager_ctx = &pending_deleted, .deleter = count_deletion};
+  pending.dl_tensor.device = (DLDevice){GPU_DEVICE_TYPE, 0};
+  int how = dl_sync_tensor_release(&pending, on(pending_on));
+  if (how != DL_SYNC_RELEASE_DEFERRED)
+    fail_msg("a release before the reset answered %d (%s), expected DL_SYNC_RELEASE_DEFERRED", how,
+             how < 0 ? dl_sync_last_error() : "");
   CUDA_OK(cudaDeviceReset());
   CUDA_OK(cudaFree(NULL)); /* the runtime retains the primary context again */
   CUcontext again = NULL;
@@ -322,9 +346,19 @@ static void test_a_reset_primary_context_is_used_again(void **state) {
         "the reset primary context kept its Id %llu: dlsync's pools, keyed by it, would "
         "hand out the events the reset destroyed",
         before);
+  int ran = dl_sync_release_poll();
+  if (ran != 0 || pending_deleted != 0)
+    fail_msg("the release pending across the reset ran its deleter (%d ran)", ran);
   primary_exchanges("primary context after its reset", &made);
   if (!made) fail_msg("after the reset, dlsync made no event: it used one of before the reset");
-  DL_OK(dl_sync_shutdown()); /* forgets the pool of the Id gone, destroys none of its events */
+  /* forgets the pool of the Id gone, destroys none of its events; reports the release */
+  int status = dl_sync_shutdown();
+  char message[256];
+  snprintf(message, sizeof message, "%s", dl_sync_last_error());
+  if (status != DL_SYNC_EBACKEND || strstr(message, "1 releases could not be finished") == NULL)
+    fail_msg("dl_sync_shutdown after a reset with a release pending: %d (%s)", status, message);
+  print_message("the release pending across the reset: %s\n", message);
+  DL_OK(dl_sync_shutdown());
 }
 
 /* Captured on b in a context dlsync has not used: a is forked into the capture (an event
@@ -438,6 +472,8 @@ static void tensor_deleter(DLManagedTensorVersioned *t) {
   (void)t;
 }
 
+static int capture_mode_release_poll; /* the run waits through a pending release instead */
+
 /* This thread's side of one run, between the barriers; never fails (the other thread waits
  * at each barrier): what went wrong is written to how. Returns whether the wait did. */
 static int wait_beside_capture(capturer *c, world *w, cudaEvent_t raw, int run, char *how,
@@ -445,15 +481,23 @@ static int wait_beside_capture(capturer *c, world *w, cudaEvent_t raw, int run, 
   int ordered = run >= CONTROL_GATED;
   DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
   tensor.dl_tensor = (DLTensor){.data = w->data, .device = {GPU_DEVICE_TYPE, 0}, .ndim = 1};
+  int deleted = 0;
+  DLManagedTensorVersioned released = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = count_deletion};
+  released.dl_tensor.device = (DLDevice){GPU_DEVICE_TYPE, 0};
   int ready = gpu_produce(w->a, w->data, COUNT, run, NULL) == 0 &&
               dl_sync_tensor_record(&tensor, on(w->a)) == DL_SYNC_OK &&
               cudaEventRecord(raw, w->a) == cudaSuccess &&
+              (!capture_mode_release_poll || !ordered ||
+               dl_sync_tensor_release(&released, on(w->a)) == DL_SYNC_RELEASE_DEFERRED) &&
               cudaStreamSynchronize(w->a) == cudaSuccess;
   pthread_barrier_wait(&c->barrier); /* ready */
   pthread_barrier_wait(&c->barrier); /* the other thread captures */
   cudaError_t query = cudaSuccess, wait = cudaSuccess;
   int status = DL_SYNC_OK;
-  if (ordered) {
+  if (ordered && capture_mode_release_poll) {
+    status = dl_sync_release_poll() == 1 && deleted == 1 ? DL_SYNC_OK : DL_SYNC_EBACKEND;
+  } else if (ordered) {
     status = dl_sync_tensor_synchronize(&tensor);
   } else {
     query = cudaEventQuery(raw);
@@ -465,8 +509,10 @@ static int wait_beside_capture(capturer *c, world *w, cudaEvent_t raw, int run, 
   tensor.deleter(&tensor);
   int waited = ready && status == DL_SYNC_OK && query == cudaSuccess && wait == cudaSuccess;
   if (ordered)
-    snprintf(how, size, "%s; dl_sync_tensor_synchronize: %s; the capture ended with %s",
+    snprintf(how, size, "%s; %s: %s; the capture ended with %s",
              ready ? "ready" : "the tensor could not be made ready",
+             capture_mode_release_poll ? "dl_sync_release_poll running the done release"
+                                       : "dl_sync_tensor_synchronize",
              status == DL_SYNC_OK ? "ok" : dl_sync_last_error(), cudaGetErrorName(c->ended[run]));
   else
     snprintf(how, size, "cudaEventQuery: %s, cudaEventSynchronize: %s; the capture ended with %s",
@@ -474,10 +520,7 @@ static int wait_beside_capture(capturer *c, world *w, cudaEvent_t raw, int run, 
   return waited;
 }
 
-static void test_another_threads_capture_survives_tensor_synchronize(void **state) {
-  (void)state;
-  skip_without_device();
-  suite_set_mode(MODE_CAPTURE_SURVIVES_SYNCHRONIZE);
+static void capture_survives(void) {
   static world w;
   static capturer c;
   cudaEvent_t raw;
@@ -500,9 +543,96 @@ static void test_another_threads_capture_survives_tensor_synchronize(void **stat
   for (int run = 0; run < SYNCHRONIZE_RUNS; run++) {
     int ordered = run >= CONTROL_GATED;
     print_message("run %d (%s): %s\n", run, ordered ? "dlsync" : "control", how[run]);
-    judge_outcome("a wait beside another thread's global capture", ordered,
-                  !waited[run] || c.ended[run] != cudaSuccess, how[run]);
+    judge_outcome(capture_mode_release_poll
+                      ? "a release poll beside another thread's global capture"
+                      : "a wait beside another thread's global capture",
+                  ordered, !waited[run] || c.ended[run] != cudaSuccess, how[run]);
   }
+}
+
+static void test_another_threads_capture_survives_tensor_synchronize(void **state) {
+  (void)state;
+  skip_without_device();
+  suite_set_mode(MODE_CAPTURE_SURVIVES_SYNCHRONIZE);
+  capture_mode_release_poll = 0;
+  capture_survives();
+}
+
+/* The same with a release pending and done: dl_sync_release_poll asks about its event in
+   the relaxed mode and runs its deleter, and the other thread's capture survives. */
+static void test_another_threads_capture_survives_a_release_poll(void **state) {
+  (void)state;
+  skip_without_device();
+  suite_set_mode(MODE_CAPTURE_SURVIVES_RELEASE_POLL);
+  capture_mode_release_poll = 1;
+  capture_survives();
+  capture_mode_release_poll = 0;
+}
+
+/* A producer in the primary context names its legacy default stream as the reuse stream
+   (as a framework does for default-stream tensors); the consumer reads on b behind the
+   gate and releases from a thread whose current context is another of the device (a
+   created one). cuda.h: "Specifying any of the special handles will return the context
+   current to the calling thread": only the producer's context, kept in the owner record,
+   names the stream the producer meant. The producer then reuses the block on its legacy
+   stream (its pool's next allocation there), with the primary context current. Ordered,
+   that write waits for b's read (held by the gate); the control releases with the plain
+   deleter, and the write lands while b still waits to read. */
+static void release_legacy_run(world *w, CUcontext other, int ordered, int seed) {
+  const char *what = "legacy reuse stream released with another context current";
+  CUcontext primary = NULL;
+  CU_OK(cu.ctx_get_current(&primary));
+  CUDA_OK(world_reset(w, 0));
+  KERNEL_OK(gpu_produce(w->a, w->data, COUNT, seed, NULL));
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = count_deletion};
+  tensor.dl_tensor = (DLTensor){.data = w->data, .device = {GPU_DEVICE_TYPE, 0}, .ndim = 1};
+  DL_OK(dl_sync_tensor_record_reuse(&tensor, on(w->a), on(cudaStreamLegacy)));
+  DL_OK(dl_sync_tensor_wait(&tensor, on(w->b))); /* the write before the read: not tested */
+  KERNEL_OK(gpu_gate(w->b, w->device_flags));
+  KERNEL_OK(gpu_check(w->b, w->data, COUNT, seed, NULL, w->mismatches));
+  if (ordered) {
+    CU_OK(cu.ctx_set_current(other));
+    int how = dl_sync_tensor_release(&tensor, on(w->b));
+    char why[256];
+    snprintf(why, sizeof why, "%s", how < 0 ? dl_sync_last_error() : "");
+    CU_OK(cu.ctx_set_current(primary));
+    if (how != DL_SYNC_RELEASED_ORDERED) {
+      flag_set(&w->flags->open, 1);
+      if (how < 0) tensor.deleter(&tensor);
+      fail_msg("%s: dl_sync_tensor_release answered %d, expected DL_SYNC_RELEASED_ORDERED (%s)",
+               what, how, why);
+    }
+  } else {
+    tensor.deleter(&tensor);
+  }
+  if (deleted != 1) fail_msg("%s: the deleter ran %d times", what, deleted);
+  /* the producer's reuse of the block, on its legacy stream, in its own context */
+  KERNEL_OK(gpu_produce(cudaStreamLegacy, w->data, COUNT, seed + 1000, NULL));
+  KERNEL_OK(gpu_signal(cudaStreamLegacy, w->device_flags));
+  judge(what, ordered, world_release(w, ordered));
+}
+
+static void test_a_legacy_reuse_stream_is_the_producers_context(void **state) {
+  (void)state;
+  skip_without_device();
+  suite_set_mode(MODE_RELEASE_LEGACY_OTHER_CONTEXT);
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaFree(NULL));
+  CUcontext primary = NULL;
+  CU_OK(cu.ctx_get_current(&primary));
+  CUcontext other = context_new();
+  CU_OK(cu.ctx_set_current(primary));
+  world w;
+  if (world_make(&w) != 0) fail_msg("could not set up streams and buffers");
+  for (int run = 0; run < CONTROL_GATED + ORDERED_GATED; run++)
+    release_legacy_run(&w, other, run >= CONTROL_GATED, 40 + run);
+  world_free(&w);
+  DL_OK(dl_sync_shutdown()); /* before destroying a context dlsync used */
+  CU_OK(cu.ctx_set_current(NULL));
+  CU_OK(cu.ctx_destroy(other));
+  CU_OK(cu.ctx_set_current(primary));
 }
 
 int main(void) {
@@ -515,6 +645,10 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_another_threads_capture_survives_tensor_synchronize,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_another_threads_capture_survives_a_release_poll, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_legacy_reuse_stream_is_the_producers_context, setup,
+                                      teardown),
       /* last: it ends with dl_sync_shutdown */
       cmocka_unit_test_setup_teardown(test_a_reset_primary_context_is_used_again, setup, teardown),
   };
