@@ -2,8 +2,9 @@
 /* Two copies of dlsync in one process (two extension modules, each with its own static
    copy, loaded with RTLD_LOCAL) share per-tensor events: A records, B waits and is
    ordered (with the negative control), B's graph keeps A's event alive, deleters run once
-   on foreign threads, a foreign tensor is never misread, and an event B cannot use is an
-   error. A third copy linked with every symbol hidden shows the documented limit. */
+   on foreign threads, B releases what A named its reuse stream for (and each copy finishes
+   only its own deferred releases), a foreign tensor is never misread, and an event B cannot
+   use is an error. A third copy linked with every symbol hidden shows the documented limit. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -414,7 +415,37 @@ static void test_deleters_run_once_on_the_other_copy_threads(void **state) {
   assert_int_equal(outstanding(b), 0);
 }
 
-/* Another producer's deleter, defined in this program. */
+/* A names its reuse stream in the owner record; B, another copy, releases: the reuse stream
+   waits for B's work and A's deleter runs at once. A tensor without a reuse stream is
+   deferred in B's queue: A's polls never run it (B's releases are B's), B's poll does. */
+static void test_b_releases_what_a_named_its_reuse_stream_for(void **state) {
+  (void)state;
+  dl_sync_sim_stream *sa, *sb;
+  CHECK_SIM(sim.stream_create(&sa, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(sim.stream_create(&sb, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  producer_tensor named, foreign;
+  make_tensor(&named);
+  make_tensor(&foreign);
+  CHECK_COPY(a, a->tensor_record_reuse(&named.versioned, view(sa), view(sa)));
+  CHECK_COPY(a, a->tensor_record(&foreign.versioned, view(sa)));
+  assert_int_equal(b->tensor_release(&named.versioned, view(sb)), DL_SYNC_RELEASED_ORDERED);
+  assert_int_equal(atomic_load(&named.deleted), 1);
+  assert_int_equal(b->tensor_release(&foreign.versioned, view(sb)), DL_SYNC_RELEASE_DEFERRED);
+  CHECK_SIM(sim.device_synchronize());
+  assert_int_equal(a->release_pending(), 0);
+  assert_int_equal(a->release_poll(), 0);
+  assert_int_equal(atomic_load(&foreign.deleted), 0);
+  assert_int_equal(b->release_pending(), 1);
+  assert_int_equal(b->release_poll(), 1);
+  assert_int_equal(atomic_load(&foreign.deleted), 1);
+  assert_int_equal(atomic_load(&named.wrong_ctx) + atomic_load(&foreign.wrong_ctx), 0);
+  CHECK_SIM(sim.device_synchronize());
+  assert_int_equal(outstanding(a), 0);
+  assert_int_equal(outstanding(b), 0);
+}
+
+/* Another producer's deleter, defined in this program. */ /* Another producer's deleter, defined in
+                                                              this program. */
 static void foreign_deleter(DLManagedTensorVersioned *t) {
   (void)t;
 }
@@ -486,6 +517,7 @@ int main(void) {
       COPIES_TEST(test_negative_control_b_skips_the_wait_and_races),
       COPIES_TEST(test_b_graph_keeps_a_event_after_the_tensor_is_deleted),
       COPIES_TEST(test_deleters_run_once_on_the_other_copy_threads),
+      COPIES_TEST(test_b_releases_what_a_named_its_reuse_stream_for),
       COPIES_TEST(test_a_foreign_tensor_is_never_misread),
       COPIES_TEST(test_an_event_b_cannot_use_is_an_error),
       COPIES_TEST(test_a_hidden_copy_is_invisible_to_the_others),

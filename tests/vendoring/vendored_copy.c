@@ -20,6 +20,10 @@ const vendored_dlsync *vendored_dlsync_get(void) {
       .legacy_tensor_has_event = dl_sync_legacy_tensor_has_event,
       .tensor_events_visible = dl_sync_tensor_events_visible,
       .tensor_event_deleter = dl_sync_tensor_event_deleter_v1,
+      .tensor_record_reuse = dl_sync_tensor_record_reuse,
+      .tensor_release = dl_sync_tensor_release,
+      .release_poll = dl_sync_release_poll,
+      .release_pending = dl_sync_release_pending,
   };
   return &copy;
 }

@@ -22,6 +22,11 @@ typedef struct vendored_dlsync {
   int (*legacy_tensor_has_event)(const DLManagedTensor *tensor);
   int (*tensor_events_visible)(void);
   void (*tensor_event_deleter)(DLManagedTensorVersioned *tensor); /* this copy's */
+  int (*tensor_record_reuse)(DLManagedTensorVersioned *tensor, dl_sync_stream producer,
+                             dl_sync_stream reuse);
+  int (*tensor_release)(DLManagedTensorVersioned *tensor, dl_sync_stream consumer);
+  int (*release_poll)(void);
+  int (*release_pending)(void);
 } vendored_dlsync;
 
 typedef const vendored_dlsync *(*vendored_dlsync_get_fn)(void);
