@@ -513,6 +513,111 @@ static void test_capture_legacy_consumer_of_a_capturing_producer_is_refused(void
   free_stream(b);
 }
 
+/* Another thread's global-mode capture across every call that asks whether an event
+   completed: a poll finishing a done release, dl_sync_tensor_synchronize, dl_sync_shutdown.
+   cudaThreadExchangeStreamCaptureMode (and the driver's): in the global mode, while "any
+   other thread has a concurrent capture sequence initiated with cudaStreamCaptureModeGlobal,
+   this thread is prohibited from potentially unsafe API calls"; dlsync asks in the relaxed
+   mode and the capture survives. The control, the runtime's own query in this thread's
+   global mode, breaks it. (HIP's rules by version: tests/runtimes, the HIP families.) */
+typedef struct other_thread_capture {
+  pthread_t thread;
+  pthread_barrier_t begun, end;
+  void *stream, *context;
+  int began, ended;
+} other_thread_capture;
+
+static void *capture_until_told(void *arg) {
+  other_thread_capture *c = arg;
+  if (driver) ((cu_context_fn)cu_entry("cuCtxSetCurrent", CU_API))(c->context);
+  c->began = driver ? ((cu_begin_capture_fn)cu_entry("cuStreamBeginCapture", CU_API))(c->stream, 0)
+                    : ((capture_begin_fn)entry("StreamBeginCapture"))(c->stream, 0);
+  pthread_barrier_wait(&c->begun);
+  pthread_barrier_wait(&c->end);
+  void *graph = NULL;
+  c->ended = driver ? ((cu_end_capture_fn)cu_entry("cuStreamEndCapture", CU_API))(c->stream, &graph)
+                    : ((capture_end_fn)entry("StreamEndCapture"))(c->stream, &graph);
+  if (!driver) ((last_error_fn)entry("GetLastError"))();
+  if (graph != NULL) {
+    if (driver)
+      ((handle_fn)cu_entry("cuGraphDestroy", CU_API))(graph);
+    else
+      ((graph_destroy_fn)entry("GraphDestroy"))(graph);
+  }
+  return NULL;
+}
+
+static void other_thread_capture_begin(other_thread_capture *c) {
+  c->stream = new_stream();
+  c->context = driver ? primary0 : NULL;
+  pthread_barrier_init(&c->begun, NULL, 2);
+  pthread_barrier_init(&c->end, NULL, 2);
+  pthread_create(&c->thread, NULL, capture_until_told, c);
+  pthread_barrier_wait(&c->begun);
+  assert_int_equal(c->began, 0);
+}
+
+static int other_thread_capture_end(other_thread_capture *c) {
+  pthread_barrier_wait(&c->end);
+  pthread_join(c->thread, NULL);
+  pthread_barrier_destroy(&c->begun);
+  pthread_barrier_destroy(&c->end);
+  free_stream(c->stream);
+  return c->ended;
+}
+
+static void count_deletion(DLManagedTensorVersioned *t) {
+  (*(int *)t->manager_ctx)++;
+}
+
+static void test_asking_about_events_leaves_another_threads_capture(void **state) {
+  (void)state;
+  if (!cuda && !driver) skip(); /* the HIP families test HIP's own rules */
+  void *consumer = new_stream();
+  for (int call = 0; call < 4; call++) { /* poll, synchronize, shutdown; the control */
+    int deleted = 0;
+    DLManagedTensorVersioned tensor = {
+        .version = {1, 3}, .manager_ctx = &deleted, .deleter = count_deletion};
+    tensor.dl_tensor.device = dev0;
+    if (call == 1)
+      DL_OK(dl_sync_tensor_record(&tensor, on(dev0, consumer)));
+    else if (call != 3)
+      assert_int_equal(dl_sync_tensor_release(&tensor, on(dev0, consumer)),
+                       DL_SYNC_RELEASE_DEFERRED);
+    void *raw = NULL;
+    if (call == 3) {
+      if (driver)
+        CU_OK(cu_event_create_fn, "cuEventCreate", &raw, 2u);
+      else
+        assert_int_equal(CALL(event_create_fn, "EventCreateWithFlags", &raw, 2u), 0);
+    }
+    other_thread_capture c = {0};
+    other_thread_capture_begin(&c);
+    int status = call == 0   ? dl_sync_release_poll() == 1 && deleted == 1 ? 0 : -100
+                 : call == 1 ? dl_sync_tensor_synchronize(&tensor)
+                 : call == 2 ? dl_sync_shutdown()
+                 : driver    ? CU(handle_fn, "cuEventQuery", raw)
+                             : CALL(handle_fn, "EventQuery", raw);
+    int ended = other_thread_capture_end(&c);
+    if (call < 3) {
+      if (status != 0 || ended != 0)
+        fail_msg("call %d: answered %d (%s), and the other thread's capture ended with %d", call,
+                 status, dl_sync_last_error(), ended);
+      if (call == 2) assert_int_equal(deleted, 1);
+      if (call == 1) tensor.deleter(&tensor);
+    } else {
+      assert_true(status != 0); /* prohibited */
+      assert_true(ended != 0);  /* and the capture broken */
+      if (driver)
+        CU_OK(handle_fn, "cuEventDestroy", raw);
+      else
+        CALL(event_destroy_fn, "EventDestroy", raw);
+      CALL(last_error_fn, "GetLastError");
+    }
+  }
+  free_stream(consumer);
+}
+
 /* A failure dlsync reports as a status is not left behind as the thread's last runtime
    error, where the caller's next check would take it for its own. */
 static void test_failures_reported_as_statuses_leave_no_last_error(void **state) {
@@ -1087,6 +1192,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_teardown(test_capture_legacy_consumer_of_a_capturing_producer_is_refused,
                                 teardown),
       cmocka_unit_test_teardown(test_failures_reported_as_statuses_leave_no_last_error, teardown),
+      cmocka_unit_test_teardown(test_asking_about_events_leaves_another_threads_capture, teardown),
   };
   return cmocka_run_group_tests_name("device", tests, NULL, NULL);
 }
