@@ -30,6 +30,7 @@
 #include "dlsync/dlsync.h"
 #include "../support/dynamic_library.h"
 #include "../support/error_message.h"
+#include "../support/other_copy_record.h"
 
 static void *libcuda;
 
@@ -627,6 +628,41 @@ static void test_rerecording_in_another_context_is_refused(void **state) {
   tensor.deleter(&tensor);
 }
 
+/* An older copy's record of minor 1, exactly as long as that minor's fields: it names its
+   event's context ("Minor 1 (present when size covers it)", context_id,
+   dlsync/tensor_event.h), so re-recording it on a stream of another context of the device
+   is refused as cuEventRecord requires ("hEvent and hStream must be from the same
+   context"), and it records on a stream of its own context. */
+static void test_a_minor_1_record_is_rerecorded_only_in_its_context(void **state) {
+  (void)state;
+  DLDevice d0 = {kDLCUDA, 0};
+  set_caller(X0);
+  void *event = NULL;
+  CU_OK(event_create_fn, "cuEventCreate", &event, 2u /* CU_EVENT_DISABLE_TIMING */);
+  set_caller(P0);
+  unsigned long long x0 = 0;
+  CU_OK(id_fn, "cuCtxGetId", contexts[X0], &x0);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = d0;
+  other_copy_event ctx;
+  dl_sync_tensor_event_owner *record = other_copy_wrap(
+      &tensor, event, d0, &ctx,
+      (other_copy_fields){.minor = 1, .size = OTHER_COPY_MINOR_1_SIZE, .context_id = x0});
+  assert_non_null(record);
+  long dead = counter("dead_handles");
+  assert_int_equal(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, explicit_streams[P0])),
+                   DL_SYNC_EINVAL);
+  char mention[64];
+  snprintf(mention, sizeof mention, "carries an event of the context with id %llu", x0);
+  assert_error_mentions(mention);
+  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, explicit_streams[X0])));
+  assert_int_equal(counter("dead_handles") - dead, 0);
+  tensor.deleter(&tensor);
+  assert_int_equal(atomic_load(&ctx.refs), 0);
+  free(record);
+  CU_OK(handle_fn, "cuEventDestroy_v2", event);
+}
+
 /* Another thread captures in the global mode; this thread, in the global mode too, waits
    for a tensor's event on the host. cuThreadExchangeStreamCaptureMode: in the global mode
    "if any other thread has a concurrent capture sequence initiated with
@@ -853,6 +889,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
+      cmocka_unit_test_teardown(test_a_minor_1_record_is_rerecorded_only_in_its_context,
+                                teardown_each),
       cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
                                 teardown_each),
       cmocka_unit_test_teardown(test_shutdown_never_makes_a_destructor_wait, teardown_each),
