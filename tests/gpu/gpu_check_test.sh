@@ -169,7 +169,10 @@ FAKE_MODE=created-contexts check "a contexts mode without its line fails, by nam
 check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s reached, not running" \
   "gpu-check: FAILED"
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }
-check "a hanging suite is stopped at the deadline" nvidia hang 8 1 "deadline: 8s reached while running" \
+# The suites must have started: the script keeps 4 s for its report, and its steps before
+# them take seconds of their own on a loaded machine (bash's SECONDS counts whole seconds,
+# so even 1 s of work can read as 2): 12 s leave the suites at least 6 s to start in.
+check "a hanging suite is stopped at the deadline" nvidia hang 12 1 "deadline: 12s reached while running" \
   "gpu-check: FAILED"
 # Every small deadline, whatever the script keeps for its report: a step either does not
 # start or is stopped; none runs without a limit (timeout 0) or fails to start (negative).
