@@ -5,6 +5,8 @@
  * statistics, and a dlsync call from a thread-exit destructor that runs after the cache's
  * own. A small host backend stands in for a runtime: events are tokens, calls succeed.
  */
+#define _POSIX_C_SOURCE 200809L /* pthread_attr_setstack, PTHREAD_DESTRUCTOR_ITERATIONS */
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
@@ -192,12 +195,92 @@ static void test_a_call_from_a_later_thread_exit_destructor(void **state) {
   assert_int_equal(stats.created, 1);
 }
 
+#ifndef _WIN32 /* a thread's storage is not on the stack its creator gives */
+#ifndef PTHREAD_DESTRUCTOR_ITERATIONS
+#define PTHREAD_DESTRUCTOR_ITERATIONS 4 /* _POSIX_THREAD_DESTRUCTOR_ITERATIONS */
+#endif
+
+/* The exiting thread's stack, given by the test: the C library keeps the thread's own
+   storage (its static TLS, where dlsync's cache lives) at the top of it, so the test sees
+   that storage torn down. */
+static _Alignas(4096) unsigned char exiting_stack[1 << 22];
+static pthread_key_t last_round_key;
+static int last_round_status;
+static atomic_int last_round_calls;
+
+/* "If, after all the destructors have been called for all non-NULL values with associated
+   destructors, there are still some non-NULL values with associated destructors, then the
+   process is repeated", up to PTHREAD_DESTRUCTOR_ITERATIONS times (pthread_key_create),
+   in an unspecified order: the value is set again until the last round, long after
+   dlsync's own hook ran in the first, and only then does dlsync get its call. */
+static void call_in_the_last_round(void *value) {
+  uintptr_t round = (uintptr_t)value;
+  if (round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(last_round_key, (void *)(round + 1));
+    return;
+  }
+  DLDevice d = {kDLCUDA, 0};
+  last_round_status = dl_sync_push_dep(dl_sync_stream_view(d, (void *)0x100),
+                                       dl_sync_stream_view(d, (void *)0x200));
+  atomic_fetch_add(&last_round_calls, 1);
+}
+
+static void *order_then_exit(void *arg) {
+  (void)arg;
+  order_on(0); /* the thread's cache is made, and holds the event */
+  pthread_setspecific(last_round_key, (void *)1);
+  return NULL;
+}
+
+/* A dlsync call from the last round of the thread's key destructors, after its cache went
+   back to the pools, makes no new cache: no destructor would flush it, and it would stay
+   on the list of caches in storage the thread no longer has. The storage is zeroed after
+   the join, as the C library does when it reuses a stack: an event left in it would be
+   lost to the statistics, and so would every cache listed after it. */
+static void test_a_call_from_the_last_destructor_round_makes_no_cache(void **state) {
+  (void)state;
+  order_on(0); /* the main thread's cache, listed behind the exiting thread's */
+  assert_int_equal(pthread_key_create(&last_round_key, call_in_the_last_round), 0);
+  pthread_attr_t attributes;
+  assert_int_equal(pthread_attr_init(&attributes), 0);
+  assert_int_equal(pthread_attr_setstack(&attributes, exiting_stack, sizeof exiting_stack), 0);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, &attributes, order_then_exit, NULL), 0);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  pthread_attr_destroy(&attributes);
+  pthread_key_delete(last_round_key);
+  memset(exiting_stack, 0, sizeof exiting_stack);
+  if (atomic_load(&last_round_calls) != 1) {
+    print_message("the key destructors ran fewer than %d rounds: no call was made in one\n",
+                  PTHREAD_DESTRUCTOR_ITERATIONS);
+    skip();
+  }
+  if (last_round_status != DL_SYNC_OK)
+    fail_msg("push_dep in the last round: %d", last_round_status);
+  dl_sync_pool_stats stats;
+  assert_int_equal(dl_sync_pool_stats_get(&host, 0, &stats), DL_SYNC_OK);
+  if (stats.outstanding != 0 || stats.idle != stats.created)
+    fail_msg(
+        "%llu of %llu events are lost (idle %llu): the last round's call made a cache in "
+        "the exited thread's storage, listed ahead of the live ones",
+        (unsigned long long)stats.outstanding, (unsigned long long)stats.created,
+        (unsigned long long)stats.idle);
+}
+#else
+static void test_a_call_from_the_last_destructor_round_makes_no_cache(void **state) {
+  (void)state;
+  skip(); /* a thread's storage is not on the stack its creator gives */
+}
+#endif
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_more_pools_than_slots_while_stats_are_read, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_call_from_a_later_thread_exit_destructor, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_a_call_from_the_last_destructor_round_makes_no_cache,
+                                      setup, teardown),
   };
   return cmocka_run_group_tests_name("cache_hygiene", tests, NULL, NULL);
 }

@@ -172,6 +172,35 @@ static void test_a_foreign_producers_deleter_waits_for_the_consumers_read(void *
   assert_int_equal(out.mismatches, 0);
 }
 
+/* A record that names no reuse stream (dl_sync_tensor_record's: a minor-2 record whose
+   reuse device type is 0, "0 when the producer named none", dlsync/tensor_event.h) is a
+   producer dlsync cannot order the reuse of: the deleter waits for the consumer's work
+   (deferred), as for a tensor without a record, and no stream of device 0:0 is ordered. */
+static void test_a_record_naming_no_reuse_stream_defers(void **state) {
+  (void)state;
+  static pattern block;
+  block_pool pool = {0};
+  dl_sync_sim_stream *a, *b;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  producer_tensor p;
+  make_tensor(&p, &pool, &block, a);
+  CHECK_DL(dl_sync_tensor_record(&p.tensor, sim_view(a, 0)));
+  const dl_sync_tensor_event_owner *record = p.tensor.manager_ctx;
+  assert_int_equal(record->abi_minor, 2);
+  assert_int_equal(record->reuse_device.device_type, 0);
+  hold(b);
+  assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(atomic_load(&p.deleted), 0);
+  assert_int_equal(dl_sync_release_poll(), 0); /* the consumer's work is held */
+  atomic_store(&gate_open, 1);
+  CHECK_SIM(dl_sync_sim_stream_synchronize(b));
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  CHECK_SIM(dl_sync_sim_stream_destroy(a));
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+}
+
 /* The negative control: the deleter called directly, the reuse write races the read. */
 static void test_negative_control_a_direct_deleter_call_races(void **state) {
   (void)state;
@@ -549,6 +578,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       RELEASE_TEST(test_a_participating_producer_reuses_after_the_consumers_read),
       RELEASE_TEST(test_a_foreign_producers_deleter_waits_for_the_consumers_read),
+      RELEASE_TEST(test_a_record_naming_no_reuse_stream_defers),
       RELEASE_TEST(test_negative_control_a_direct_deleter_call_races),
       RELEASE_TEST(test_a_participating_release_costs_one_record_and_one_wait),
       RELEASE_TEST(test_a_capturing_consumers_graph_keeps_the_tensor),

@@ -9,12 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "dlsync/dlsync.h"
 #include "ordering/ordering.h"
 #include "support/error_message.h"
+#include "support/other_copy_record.h"
 
 /* A producer's tensor: its own manager_ctx and deleter, which count their calls. */
 typedef struct producer_tensor {
@@ -455,6 +457,87 @@ static void test_a_short_owner_record_is_corrupt(void **state) {
   assert_int_equal(pool().outstanding, 0);
 }
 
+/* Records of the older minors, as older copies write them (exactly their size): "within a
+   major, fields are only added at the end, and size says how many bytes are valid"
+   (dlsync/tensor_event.h). Each is a live event: has_event says so, a wait orders the
+   consumer after the producer's work, and a release (none names a reuse stream) defers
+   the deleter until the consumer's work is done. */
+static void test_records_of_older_minors_are_events(void **state) {
+  (void)state;
+  static pattern data;
+  static const other_copy_fields minors[] = {{.minor = 0, .size = OTHER_COPY_MINOR_0_SIZE},
+                                             {.minor = 1, .size = OTHER_COPY_MINOR_1_SIZE}};
+  dl_sync_sim_stream *a, *b;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  dl_sync_sim_set_jitter(5, 300);
+  for (size_t m = 0; m < sizeof minors / sizeof *minors; m++) {
+    data = (pattern){0};
+    dl_sync_sim_event *event;
+    CHECK_SIM(dl_sync_sim_event_create(&event));
+    CHECK_SIM(launch_producer(a, &data, (int32_t)m));
+    CHECK_SIM(dl_sync_sim_event_record(event, a, 0)); /* the other copy's record */
+    producer_tensor p;
+    make_tensor(&p, cuda0);
+    other_copy_event ctx;
+    dl_sync_tensor_event_owner *record =
+        other_copy_wrap(&p.versioned, event, cuda0, &ctx, minors[m]);
+    assert_non_null(record);
+    if (dl_sync_tensor_has_event(&p.versioned) != 1)
+      fail_msg("minor %u: has_event: %s", minors[m].minor, dl_sync_last_error());
+    if (dl_sync_tensor_wait(&p.versioned, sim_view(b, 0)) != DL_SYNC_OK)
+      fail_msg("minor %u: wait: %s", minors[m].minor, dl_sync_last_error());
+    CHECK_SIM(launch_consumer(b, &data, (int32_t)m));
+    int released = dl_sync_tensor_release(&p.versioned, sim_view(b, 0));
+    if (released != DL_SYNC_RELEASE_DEFERRED)
+      fail_msg("minor %u: release answered %d, expected DL_SYNC_RELEASE_DEFERRED: %s",
+               minors[m].minor, released, dl_sync_last_error());
+    CHECK_SIM(dl_sync_sim_stream_synchronize(b));
+    assert_int_equal(dl_sync_release_poll(), 1);
+    assert_int_equal(atomic_load(&p.deleted), 1);
+    assert_int_equal(atomic_load(&p.wrong_ctx), 0);
+    assert_int_equal(atomic_load(&ctx.refs), 0);
+    free(record);
+    CHECK_SIM(dl_sync_sim_event_destroy(event));
+  }
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  dl_sync_sim_host_access("test reads mismatches", &data.mismatches, DL_SYNC_SIM_READ);
+  assert_int_equal(dl_sync_sim_race_count(), 0);
+  assert_int_equal(data.mismatches, 0);
+  CHECK_SIM(dl_sync_sim_stream_destroy(a));
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+}
+
+/* Another copy's record is "read-only for every other copy" (dlsync/tensor_event.h): a
+   reuse stream named through this copy is refused, and not one byte of the record moves. */
+static void test_record_reuse_never_writes_another_copys_record(void **state) {
+  (void)state;
+  dl_sync_sim_stream *a;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  dl_sync_sim_event *event;
+  CHECK_SIM(dl_sync_sim_event_create(&event));
+  producer_tensor p;
+  make_tensor(&p, cuda0);
+  other_copy_event ctx;
+  dl_sync_tensor_event_owner *record =
+      other_copy_wrap(&p.versioned, event, cuda0, &ctx,
+                      (other_copy_fields){.minor = 2, .size = OTHER_COPY_MINOR_2_SIZE});
+  assert_non_null(record);
+  dl_sync_tensor_event_owner before;
+  memcpy(&before, record, sizeof before);
+  assert_int_equal(dl_sync_tensor_record_reuse(&p.versioned, sim_view(a, 0), sim_view(a, 0)),
+                   DL_SYNC_EINVAL);
+  assert_error_mentions("recorded by another copy of dlsync");
+  assert_memory_equal(record, &before, sizeof before);
+  p.versioned.deleter(&p.versioned);
+  assert_int_equal(atomic_load(&p.deleted), 1);
+  assert_int_equal(atomic_load(&ctx.refs), 0);
+  free(record);
+  CHECK_SIM(dl_sync_sim_stream_synchronize(a));
+  CHECK_SIM(dl_sync_sim_event_destroy(event));
+  CHECK_SIM(dl_sync_sim_stream_destroy(a));
+}
+
 /* A copy of a tensor taken before it was deleted: its manager_ctx still points at the
    owner record, which a graph's reference keeps alive. The deletion marks the record, so
    the stale copy reads as corrupt, never as a live event of the producer. */
@@ -606,6 +689,8 @@ int main(void) {
       TENSOR_TEST(test_owner_record_is_the_public_abi),
       TENSOR_TEST(test_a_short_owner_record_is_corrupt),
       TENSOR_TEST(test_a_deleted_tensors_record_reads_as_corrupt),
+      TENSOR_TEST(test_records_of_older_minors_are_events),
+      TENSOR_TEST(test_record_reuse_never_writes_another_copys_record),
       TENSOR_TEST(test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor),
       TENSOR_TEST(test_near_misses_of_the_deleter_are_foreign),
       TENSOR_TEST(test_the_shared_library_deleters_are_visible_to_other_copies),

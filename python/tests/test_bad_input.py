@@ -32,6 +32,36 @@ class Pair:
         return (0, HANDLE, 7)
 
 
+class PtrMinusOne:  # CuPy's convention, the member on the instance
+    def __init__(self):
+        self.ptr = -1
+
+
+class CudaStreamMinusOne:  # PyTorch's convention, a property of the class
+    @property
+    def cuda_stream(self):
+        return -1
+
+
+class ProtocolMinusOne:
+    def __cuda_stream__(self):
+        return (0, -1)
+
+
+class MinusOne:  # an integer through __index__ only, as numpy's are
+    def __index__(self):
+        return -1
+
+
+class IndexPtrMinusOne:
+    ptr = MinusOne()
+
+
+class NumpyPtrMinusOne:
+    def __init__(self):
+        self.ptr = numpy.int64(-1)
+
+
 SIM = None  # the open simulated device, while the rows run
 
 
@@ -75,6 +105,19 @@ ROWS = [
      ValueError, "has no streams: expected None"),
     ("dlsync.export", "producer_stream=-5", lambda: dlsync.export(CUDA, -5, -1),
      ValueError, "a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream=-1", lambda: dlsync.export(CUDA, -1, -1),
+     ValueError, "is -1: a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream whose `.ptr` is -1", lambda: dlsync.export(CUDA, PtrMinusOne(), -1),
+     ValueError, "its .ptr is -1: a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream whose `.ptr` is an `__index__` integer -1",
+     lambda: dlsync.export(CUDA, IndexPtrMinusOne(), -1),
+     ValueError, "its .ptr is -1: a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream whose `.cuda_stream` is -1",
+     lambda: dlsync.export(CUDA, CudaStreamMinusOne(), -1),
+     ValueError, "its .cuda_stream is -1: a stream handle is an address, expected an int >= 0"),
+    ("dlsync.export", "producer_stream whose `__cuda_stream__()` is (0, -1)",
+     lambda: dlsync.export(CUDA, ProtocolMinusOne(), -1), ValueError,
+     "the address from __cuda_stream__() is -1: a stream handle is an address, expected an int >= 0"),
     ("dlsync.export", "producer_stream=2**64", lambda: dlsync.export(CUDA, 2**64, -1),
      ValueError, "too large for an address"),
     ("dlsync.export", "producer_stream=False", lambda: dlsync.export(CUDA, False, -1),
@@ -117,6 +160,9 @@ ROWS = [
      ValueError, "too large for an address"),
     ("dlsync.tensor_release", "stream=-2", lambda: dlsync.tensor_release(fresh_capsule(), -2),
      ValueError, "a stream handle is an address, expected an int >= 0"),
+    ("dlsync.tensor_release", "stream whose `.ptr` is -1 (not the int -1, nothing pending)",
+     lambda: dlsync.tensor_release(fresh_capsule(), PtrMinusOne()),
+     ValueError, "its .ptr is -1: a stream handle is an address, expected an int >= 0"),
     ("dlsync.runtime", "an unknown backend", lambda: dlsync.runtime("opencl"),
      ValueError, "opencl"),
     ("dlsync.testing.NullBackend.time_export", "n=0",
@@ -129,6 +175,9 @@ NUMPY_ROWS = [
      TypeError, "expected None or an int, not numpy.float64"),
     ("dlsync.export", "stream=numpy.bool_(True)", lambda: dlsync.export(CUDA, None, numpy.bool_(True)),
      TypeError, "expected None or an int, not numpy.bool_"),
+    ("dlsync.export", "producer_stream whose `.ptr` is numpy.int64(-1)",
+     lambda: dlsync.export(CUDA, NumpyPtrMinusOne(), -1),
+     ValueError, "its .ptr is -1: a stream handle is an address, expected an int >= 0"),
 ]
 
 

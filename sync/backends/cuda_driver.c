@@ -407,8 +407,10 @@ static const char *const cuda_driver_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_EVENT_RECORD] = "cuEventRecord",
     [DL_SYNC_OP_STREAM_WAIT] = "cuStreamWaitEvent",
     [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL)",
-    [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "cuEventSynchronize",
-    [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery",
+    /* run in the relaxed capture mode (relaxed()): either exchange may be what failed */
+    [DL_SYNC_OP_EVENT_SYNCHRONIZE] =
+        "cuEventSynchronize(relaxed by cuThreadExchangeStreamCaptureMode)",
+    [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery(relaxed by cuThreadExchangeStreamCaptureMode)",
     [DL_SYNC_OP_CAPTURE_INFO] = "cuStreamGetCaptureInfo",
     [DL_SYNC_OP_GRAPH_RETAIN] = "cuGraphRetainUserObject",
 };

@@ -106,14 +106,15 @@ for suite in gpu_ordering_legacy gpu_ordering_per_thread gpu_contexts gpu_releas
 done >"$work/build/CTestTestfile.cmake"
 
 # check NAME GPUS SUITES DEADLINE EXPECTED_STATUS PATTERN...: every PATTERN must be printed.
-# STEPS (default: suites), FAKE_PYTHON (pass) and RESULTS (none) may be set for one call.
+# STEPS (default: suites), FAKE_PYTHON (pass), PYTHON (the fake) and RESULTS (none) may be
+# set for one call.
 check() {
   local name=$1 gpus=$2 suites=$3 deadline=$4 expected=$5
   shift 5
   rm -f "$work"/ran-*
   local status
   output=$(FAKE_GPUS=$gpus FAKE_SUITES=$suites FAKE_WORK=$work PATH="$work/bin:$PATH" \
-    FAKE_PYTHON=${FAKE_PYTHON:-pass} DL_SYNC_GPU_CHECK_PYTHON="$work/bin/fake-python" \
+    FAKE_PYTHON=${FAKE_PYTHON:-pass} DL_SYNC_GPU_CHECK_PYTHON="${PYTHON:-$work/bin/fake-python}" \
     DL_SYNC_GPU_CHECK_PYTHONPATH="$work/site" DL_SYNC_GPU_CHECK_RESULTS=${RESULTS:-} \
     DL_SYNC_GPU_CHECK_DEADLINE=$deadline DL_SYNC_GPU_CHECK_BUILD="$work/build" \
     DL_SYNC_GPU_CHECK_STEPS=${STEPS:-suites} bash "$source_dir/scripts/gpu-check.sh" 2>&1)
@@ -171,7 +172,10 @@ FAKE_MODE=created-contexts check "a contexts mode without its line fails, by nam
 check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s reached, not running" \
   "gpu-check: FAILED"
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }
-check "a hanging suite is stopped at the deadline" nvidia hang 8 1 "deadline: 8s reached while running" \
+# The suites must have started: the script keeps 4 s for its report, and its steps before
+# them take seconds of their own on a loaded machine (bash's SECONDS counts whole seconds,
+# so even 1 s of work can read as 2): 12 s leave the suites at least 6 s to start in.
+check "a hanging suite is stopped at the deadline" nvidia hang 12 1 "deadline: 12s reached while running" \
   "gpu-check: FAILED"
 # Every small deadline, whatever the script keeps for its report: a step either does not
 # start or is stopped; none runs without a limit (timeout 0) or fails to start (negative).
@@ -196,6 +200,26 @@ STEPS="suites python" FAKE_PYTHON=unraced check "a Python control that saw no ra
 STEPS="suites python" FAKE_PYTHON=fail check "a failing Python test fails the check, by name" \
   nvidia pass 330 1 "suite python_gpu: FAILED \(exit 1\): test_gpu_threads.ThreadsExportAtOnce.test_threads_export_at_once" \
   "gpu-check: FAILED"
+
+# The real Python suite runner with a python3 that lacks numpy (a shim first on PATH: the
+# machine's interpreter, numpy's import refused as where it is not installed): skipped with
+# the reason where no GPU is listed, as the C suites are; a failure naming numpy where one is.
+real_python=$(command -v python3 || true)
+if [ -n "$real_python" ]; then
+  mkdir -p "$work/no-numpy/numpy" "$work/no-numpy-bin"
+  echo "raise ModuleNotFoundError(\"No module named 'numpy'\", name='numpy')" >"$work/no-numpy/numpy/__init__.py"
+  printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' \
+    "$work/no-numpy" "$real_python" >"$work/no-numpy-bin/python3"
+  chmod +x "$work/no-numpy-bin/python3"
+  PATH="$work/no-numpy-bin:$PATH" STEPS="suites python" PYTHON=python3 \
+    check "no numpy, no GPU: the Python suite is skipped with the reason" none skip 330 0 \
+    "suite python_gpu: skipped: not installed: numpy \(ModuleNotFoundError" "gpu-check: SKIPPED"
+  PATH="$work/no-numpy-bin:$PATH" STEPS="suites python" PYTHON=python3 \
+    check "no numpy, a GPU listed: the Python suite fails, naming numpy" nvidia pass 330 1 \
+    "suite python_gpu: FAILED: .*not installed: numpy" "gpu-check: FAILED"
+else
+  echo "not checked: the Python suite without numpy (no python3 here)"
+fi
 
 # The results file: written by the run, a line per suite and mode, "not run" for the rest.
 results=$work/results.md

@@ -661,9 +661,12 @@ SINCE_12000 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId) {
 
 /* cuThreadExchangeStreamCaptureMode: "Sets the calling thread's stream capture interaction
    mode to the value contained in *mode, and overwrites *mode with the previous mode for
-   the thread"; GLOBAL "is the default mode". */
+   the thread"; GLOBAL "is the default mode". cuda.h lists CUDA_ERROR_DEINITIALIZED and
+   CUDA_ERROR_INVALID_VALUE among its results: a test injects one (fake_cuda_fail_next),
+   and the thread's mode stays as it was. */
 FAKE_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
   ENTER();
+  FAIL_POINT("cuThreadExchangeStreamCaptureMode");
   if (mode == NULL || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL ||
       *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_ERROR_INVALID_VALUE;

@@ -30,6 +30,7 @@
 #include "dlsync/dlsync.h"
 #include "../support/dynamic_library.h"
 #include "../support/error_message.h"
+#include "../support/other_copy_record.h"
 
 static void *libcuda;
 
@@ -55,6 +56,7 @@ typedef long (*counter_fn)(const char *name);
 typedef int (*log_fn)(int i, int *kind, void **context, void **stream);
 typedef int (*external_waits_fn)(const void *graph);
 typedef int (*event_create_fn)(void **event, unsigned flags);
+typedef int (*mode_fn)(int *mode);
 
 #define CU(type, name, ...) (((type)sym(name))(__VA_ARGS__))
 #define CU_OK(type, name, ...)                               \
@@ -85,7 +87,8 @@ static const int context_device[CONTEXTS] = {0, 0, 1, 1};
 static void *contexts[CONTEXTS];
 static void *explicit_streams[CONTEXTS]; /* one non-blocking stream in each context */
 enum { EXPLICIT, LEGACY, PER_THREAD };   /* stream kinds, as the fake's log reports them */
-enum { CU_STREAM_NON_BLOCKING = 1, CU_CAPTURE_GLOBAL = 0 };
+enum { CU_STREAM_NON_BLOCKING = 1 };
+enum { CU_CAPTURE_GLOBAL, CU_CAPTURE_THREAD_LOCAL, CU_CAPTURE_RELAXED }; /* CUstreamCaptureMode */
 #define CU_LEGACY ((void *)1)
 #define CU_PER_THREAD ((void *)2)
 
@@ -830,6 +833,41 @@ static void test_rerecording_in_another_context_is_refused(void **state) {
   tensor.deleter(&tensor);
 }
 
+/* An older copy's record of minor 1, exactly as long as that minor's fields: it names its
+   event's context ("Minor 1 (present when size covers it)", context_id,
+   dlsync/tensor_event.h), so re-recording it on a stream of another context of the device
+   is refused as cuEventRecord requires ("hEvent and hStream must be from the same
+   context"), and it records on a stream of its own context. */
+static void test_a_minor_1_record_is_rerecorded_only_in_its_context(void **state) {
+  (void)state;
+  DLDevice d0 = {kDLCUDA, 0};
+  set_caller(X0);
+  void *event = NULL;
+  CU_OK(event_create_fn, "cuEventCreate", &event, 2u /* CU_EVENT_DISABLE_TIMING */);
+  set_caller(P0);
+  unsigned long long x0 = 0;
+  CU_OK(id_fn, "cuCtxGetId", contexts[X0], &x0);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = d0;
+  other_copy_event ctx;
+  dl_sync_tensor_event_owner *record = other_copy_wrap(
+      &tensor, event, d0, &ctx,
+      (other_copy_fields){.minor = 1, .size = OTHER_COPY_MINOR_1_SIZE, .context_id = x0});
+  assert_non_null(record);
+  long dead = counter("dead_handles");
+  assert_int_equal(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, explicit_streams[P0])),
+                   DL_SYNC_EINVAL);
+  char mention[64];
+  snprintf(mention, sizeof mention, "carries an event of the context with id %llu", x0);
+  assert_error_mentions(mention);
+  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, explicit_streams[X0])));
+  assert_int_equal(counter("dead_handles") - dead, 0);
+  tensor.deleter(&tensor);
+  assert_int_equal(atomic_load(&ctx.refs), 0);
+  free(record);
+  CU_OK(handle_fn, "cuEventDestroy_v2", event);
+}
+
 /* Another thread captures in the global mode; this thread, in the global mode too, waits
    for a tensor's event on the host. cuThreadExchangeStreamCaptureMode: in the global mode
    "if any other thread has a concurrent capture sequence initiated with
@@ -896,6 +934,80 @@ static void test_synchronize_keeps_another_threads_global_capture(void **state) 
   assert_int_equal(t.status_before_end, 1); /* still capturing: not invalidated */
   tensor.deleter(&tensor);
   CU_OK(handle_fn, "cuStreamDestroy_v2", t.stream);
+}
+
+/* The calling thread's capture interaction mode, read as cuThreadExchangeStreamCaptureMode
+   allows ("overwrites *mode with the previous mode for the thread") and put back. */
+static int capture_mode_now(void) {
+  int mode = CU_CAPTURE_RELAXED;
+  CU_OK(mode_fn, "cuThreadExchangeStreamCaptureMode", &mode);
+  int previous = mode;
+  CU_OK(mode_fn, "cuThreadExchangeStreamCaptureMode", &mode);
+  return previous;
+}
+
+static void set_capture_mode(int mode) {
+  CU_OK(mode_fn, "cuThreadExchangeStreamCaptureMode", &mode);
+}
+
+/* dlsync's host queries and waits run in the relaxed mode ("the local thread is not
+   prohibited from potentially unsafe API calls") and leave the caller in the mode it
+   chose, whichever of the three: a tensor's synchronization (cuEventSynchronize) and a
+   deferred release's poll (cuEventQuery). */
+static void test_host_waits_leave_the_callers_capture_mode(void **state) {
+  (void)state;
+  static const char *const names[] = {"global", "thread-local", "relaxed"};
+  DLDevice d0 = {kDLCUDA, 0};
+  dl_sync_stream producer = dl_sync_stream_view(d0, explicit_streams[P0]);
+  dl_sync_stream consumer = dl_sync_stream_view(d0, explicit_streams[X0]);
+  set_caller(P0);
+  for (int mode = CU_CAPTURE_GLOBAL; mode <= CU_CAPTURE_RELAXED; mode++) {
+    set_capture_mode(mode);
+    long queries = counter("event_query");
+    DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+    tensor.dl_tensor.device = d0;
+    DL_OK(dl_sync_tensor_record(&tensor, producer));
+    DL_OK(dl_sync_tensor_synchronize(&tensor));
+    if (capture_mode_now() != mode)
+      fail_msg("the caller's %s mode is not back after dl_sync_tensor_synchronize", names[mode]);
+    tensor.deleter(&tensor);
+    int deleted = 0;
+    DLManagedTensorVersioned foreign = {
+        .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
+    foreign.dl_tensor.device = d0;
+    assert_int_equal(dl_sync_tensor_release(&foreign, consumer), DL_SYNC_RELEASE_DEFERRED);
+    assert_int_equal(dl_sync_release_poll(), 1);
+    assert_int_equal(deleted, 1);
+    if (capture_mode_now() != mode)
+      fail_msg("the caller's %s mode is not back after dl_sync_release_poll", names[mode]);
+    assert_true(counter("event_query") > queries); /* the poll's query was made */
+  }
+  set_capture_mode(CU_CAPTURE_GLOBAL);
+}
+
+/* A call that cannot put the caller's mode back (cuThreadExchangeStreamCaptureMode's
+   results include CUDA_ERROR_INVALID_VALUE) leaves the thread relaxed: the call fails and
+   its message names the exchange, never OK. The same when the switch to relaxed fails. */
+static void test_a_failed_capture_mode_exchange_is_reported(void **state) {
+  (void)state;
+  DLDevice d0 = {kDLCUDA, 0};
+  set_caller(P0);
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = d0;
+  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, explicit_streams[P0])));
+  for (int skip = 1; skip >= 0; skip--) { /* the restore, then the switch */
+    set_capture_mode(CU_CAPTURE_GLOBAL);
+    fail_next("cuThreadExchangeStreamCaptureMode", 1 /* CUDA_ERROR_INVALID_VALUE */, skip);
+    int status = dl_sync_tensor_synchronize(&tensor);
+    if (status >= 0)
+      fail_msg("the %s exchange failed, and dl_sync_tensor_synchronize answered %d",
+               skip ? "restoring" : "relaxing", status);
+    assert_error_mentions("cuThreadExchangeStreamCaptureMode");
+    assert_error_mentions("[CUDA_ERROR_INVALID_VALUE]");
+  }
+  set_capture_mode(CU_CAPTURE_GLOBAL);
+  DL_OK(dl_sync_tensor_synchronize(&tensor));
+  tensor.deleter(&tensor);
 }
 
 /* A graph's user-object destructor gives its event back on the driver's thread ("should
@@ -1058,8 +1170,12 @@ int main(void) {
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
+      cmocka_unit_test_teardown(test_a_minor_1_record_is_rerecorded_only_in_its_context,
+                                teardown_each),
       cmocka_unit_test_teardown(test_synchronize_keeps_another_threads_global_capture,
                                 teardown_each),
+      cmocka_unit_test_teardown(test_host_waits_leave_the_callers_capture_mode, teardown_each),
+      cmocka_unit_test_teardown(test_a_failed_capture_mode_exchange_is_reported, teardown_each),
       cmocka_unit_test_teardown(test_shutdown_never_makes_a_destructor_wait, teardown_each),
       cmocka_unit_test_teardown(test_a_failed_external_wait_gives_everything_back, teardown_each),
       cmocka_unit_test_teardown(test_a_failed_restore_reports_the_first_failure, teardown_each),

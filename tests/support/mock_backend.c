@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "mock_backend.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 static void *retained_object;
@@ -346,8 +348,21 @@ void mock_backend_shutdown(void) {
     assert_int_equal(dl_sync_set_backend(stream_device_types[i], NULL), DL_SYNC_OK);
 }
 
+/* A failed check in a mock call leaves dlsync by cmocka's longjmp, in the middle of a call
+   that may hold a lock (dl_sync_shutdown holds the caches' lock while it destroys events):
+   every later test would wait on that lock until ctest's timeout. The first failure
+   therefore ends the suite (cmocka's CMOCKA_TEST_ABORT; set it to 0 to see them all). */
+static void stop_at_the_first_failure(void) {
+#ifdef _WIN32
+  if (getenv("CMOCKA_TEST_ABORT") == NULL) _putenv("CMOCKA_TEST_ABORT=1");
+#else
+  setenv("CMOCKA_TEST_ABORT", "1", 0);
+#endif
+}
+
 int mock_suite_setup(void **state) {
   (void)state;
+  stop_at_the_first_failure();
   mock_backend_install();
   return dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT);
 }

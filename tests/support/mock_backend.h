@@ -56,7 +56,8 @@ void mock_backend_install(void);
 /* Expects the destruction of every idle event, shuts dlsync down, restores defaults. */
 void mock_backend_shutdown(void);
 /* cmocka setup and teardown of a suite on the mock: installs it with the strict capture
-   policy; shuts it down. */
+   policy, and makes the first failed check end the suite (it may leave a dlsync lock
+   held); shuts it down. */
 int mock_suite_setup(void **state);
 int mock_suite_teardown(void **state);
 /* The mock's pool counters for device. */

@@ -10,7 +10,9 @@ and prints the lines scripts/gpu-check.sh reads:
     python_gpu: summary: ordered runs N, control runs M, controls that observed a race M, ...
 
 or, when every test skipped, ``python_gpu: skipped: <the reasons>``. Exit status: 0 when no
-test failed, 1 when one failed, 77 when every test skipped.
+test failed, 1 when one failed, 77 when every test skipped, or when the suite's own
+requirement (numpy) is not installed: ``python_gpu: skipped: not installed: numpy (...)``,
+which gpu-check.sh reports as skipped where no GPU is listed and as a failure where one is.
 
 --results DIR: the tables (peer-audit.md, python-cost.md) and counts.json go there.
 --expect-skipped: the check for machines without a GPU: passes (0) only when tests were
@@ -20,12 +22,25 @@ with pytest; where a framework sees a GPU it runs nothing and exits 77 (gpu-chec
 the suite there).
 """
 import argparse
+import importlib
 import os
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REASON_KINDS = ("not installed:", "no GPU:", "no gate kernels:")
+# What every test needs (gpu_support imports it); the frameworks are each test's own skip.
+REQUIRED = ("numpy",)
+
+
+def missing_requirements():
+    missing = []
+    for name in REQUIRED:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            missing.append(f"not installed: {name} ({type(error).__name__}: {error})")
+    return missing
 
 
 class Recording(unittest.TextTestResult):
@@ -111,6 +126,11 @@ def main():
     if options.results:
         os.environ["DL_SYNC_GPU_RESULTS_DIR"] = os.path.abspath(options.results)
     sys.path.insert(0, HERE)
+    missing = missing_requirements()
+    if missing:  # no test could even be collected
+        print(f"python_gpu: python: {sys.version.split()[0]} ({sys.executable})")
+        print(f"python_gpu: skipped: {'; '.join(missing)}")
+        return 77
     if options.expect_skipped:
         import gpu_support
 
