@@ -70,6 +70,9 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
 static int bind_reuse(dl_sync__guard *guard, const dl_sync__release_target *t,
                       dl_sync__bound *out) {
   dl_sync_stream reuse = dl_sync_stream_view(t->reuse.device, t->reuse.handle);
+  if (t->reuse.device.device_id != t->device.device_id ||
+      dl_sync__family(t->reuse.device.device_type) != dl_sync__family(t->device.device_type))
+    return 0; /* a record (another copy's) naming a stream of another device: not ours to order */
   if (!guard->contexts || !dl_sync__is_default_stream(reuse.handle))
     return dl_sync__bind(guard, reuse, out) == DL_SYNC_OK;
   const dl_sync_backend *b = guard->backend;

@@ -202,6 +202,32 @@ static void test_a_record_naming_no_reuse_stream_defers(void **state) {
 }
 
 /* The negative control: the deleter called directly, the reuse write races the read. */
+/* A record naming a reuse stream of another device than the tensor's (an older or another
+   copy's, or a corrupt one: this copy never writes one) is not ordered onto: the release is
+   deferred, and no stream of that device waits. */
+static void test_a_reuse_stream_of_another_device_is_not_ordered(void **state) {
+  (void)state;
+  static pattern block;
+  block_pool pool = {0};
+  dl_sync_sim_stream *a, *b;
+  CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  CHECK_SIM(dl_sync_sim_stream_create(&b, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+  static const DLDevice elsewhere[] = {{kDLCUDA, 1}, {kDLROCM, 0}};
+  for (int i = 0; i < 2; i++) {
+    producer_tensor p;
+    make_tensor(&p, &pool, &block, a);
+    CHECK_DL(dl_sync_tensor_record_reuse(&p.tensor, sim_view(a, 0), sim_view(a, 0)));
+    dl_sync_tensor_event_owner *record = p.tensor.manager_ctx;
+    record->reuse_device = elsewhere[i];
+    assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
+    CHECK_SIM(dl_sync_sim_stream_synchronize(b));
+    assert_int_equal(dl_sync_release_poll(), 1);
+    assert_int_equal(atomic_load(&p.deleted), 1);
+  }
+  CHECK_SIM(dl_sync_sim_stream_destroy(a));
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+}
+
 static void test_negative_control_a_direct_deleter_call_races(void **state) {
   (void)state;
   outcome out = reuse_after_release(DIRECT);
@@ -579,6 +605,7 @@ int main(void) {
       RELEASE_TEST(test_a_participating_producer_reuses_after_the_consumers_read),
       RELEASE_TEST(test_a_foreign_producers_deleter_waits_for_the_consumers_read),
       RELEASE_TEST(test_a_record_naming_no_reuse_stream_defers),
+      RELEASE_TEST(test_a_reuse_stream_of_another_device_is_not_ordered),
       RELEASE_TEST(test_negative_control_a_direct_deleter_call_races),
       RELEASE_TEST(test_a_participating_release_costs_one_record_and_one_wait),
       RELEASE_TEST(test_a_capturing_consumers_graph_keeps_the_tensor),

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Whole programs at random: several "frameworks" exchange tensors through dlsync on the
+ * simulated device, from several host threads, with every stream kind, stream argument,
+ * ordering mechanism, release, capture and shutdown (generate.c). The runner (run.c)
+ * executes a program's operations one at a time, each on its own host thread, in program
+ * order, and judges the run by oracles that share no code with dlsync: the simulator's race
+ * checker, the values every read sees, the capture table and the release table as this
+ * model predicts them from its own bookkeeping, where each deleter ran and how often, no
+ * capture invalidated, nothing left pending. shrink.c reduces a failing program and prints
+ * it as a C test case.
+ */
+#ifndef DL_SYNC_TEST_SCENARIO_H_
+#define DL_SYNC_TEST_SCENARIO_H_
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum {
+  MAX_FRAMEWORKS = 4,
+  MAX_THREADS = 8,
+  MAX_DEVICES = 2,
+  STREAMS_PER_DEVICE = 2, /* each framework's own, per device */
+  MAX_OPS = 160,
+  MAX_SLOTS = 24, /* tensors alive at once */
+  MAX_CAPTURES = 4,
+  WORDS = 16 /* per tensor */
+};
+
+typedef enum op_kind {
+  OP_PRODUCE,        /* framework writes a new tensor into slot, on its stream */
+  OP_CONSUME,        /* consumer framework reads slot on a stream, ordered by a mechanism */
+  OP_RELEASE,        /* the consumer releases slot after its read */
+  OP_CAPTURE_BEGIN,  /* a capture begins on a framework's stream, in a mode */
+  OP_CAPTURE_END,    /* it ends; the graph is instantiated and launched twice there */
+  OP_GRAPH_DESTROY,  /* the graph and its executable go, once their launches are done */
+  OP_POLL,           /* dl_sync_release_poll */
+  OP_HOST_SYNC,      /* the program synchronizes the device */
+  OP_SHUTDOWN,       /* dl_sync_shutdown */
+  OP_RELEASE_THREAD, /* dlsync's release thread started (mode 1) or stopped (0) */
+  OP_FORK,           /* a child process checks that it runs none of the parent's releases */
+  OP_KINDS
+} op_kind;
+
+typedef enum mechanism { BY_EXPORT, BY_PUSH_DEP, BY_GROUP, BY_TENSOR_EVENT, MECHANISMS } mechanism;
+
+/* Where the consumer reads, and how it names its stream. */
+typedef enum consumer_kind {
+  ON_EXPLICIT,   /* one of the consumer framework's streams */
+  ON_LEGACY,     /* the device's legacy default stream (None, 1; ROCm: None, 0) */
+  ON_PER_THREAD, /* the calling thread's per-thread default stream (2; CUDA only) */
+  NO_SYNC,       /* -1: the consumer synchronized the producer's stream itself first */
+  BAD_ARGUMENT,  /* an argument the table refuses (CUDA 0, ROCm 1): EINVAL, no read */
+  CONSUMER_KINDS
+} consumer_kind;
+
+typedef struct op {
+  uint8_t kind;      /* op_kind */
+  uint8_t thread;    /* the host thread that makes the calls */
+  uint8_t framework; /* producer, consumer, capture owner */
+  uint8_t device;
+  uint8_t stream; /* index among the framework's streams of the device */
+  uint8_t slot;   /* tensor slot; a capture's slot for captures */
+  uint8_t mechanism;
+  uint8_t consumer_kind;
+  uint8_t name_legacy_by_none; /* ON_LEGACY by export: stream=None, else the integer */
+  uint8_t mode;                /* capture mode; release thread: start (1) or stop (0) */
+} op;
+
+typedef struct program {
+  uint64_t seed;
+  uint8_t frameworks, threads, devices;
+  uint8_t rocm;      /* every framework on kDLROCM (else kDLCUDA) */
+  uint8_t hip_rules; /* the simulator follows HIP's query rules */
+  uint8_t participates[MAX_FRAMEWORKS]; /* names its reuse stream */
+  uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
+  uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
+  int op_count;
+  op ops[MAX_OPS];
+} program;
+
+/* Variants that leave one dlsync call out: the negative controls. */
+typedef enum variant {
+  WITH_DLSYNC,
+  SKIP_EXPORT,        /* an export's ordering not made */
+  DROP_WAIT,          /* a dependency, group or tensor-event wait not made */
+  DELETER_NOT_RELEASE /* the deleter called where the release was */
+} variant;
+
+/* What a run found. */
+typedef struct verdict {
+  int failed;         /* an oracle failed */
+  char why[512];      /* the first failure, in words */
+  int class_;         /* which oracle, for shrinking: FAILURE_* */
+  uint64_t races;     /* the race checker's count */
+  int64_t mismatches; /* wrong values read */
+  int affected;       /* ops the variant changed */
+  long calls;         /* dlsync calls made */
+} verdict;
+
+enum {
+  FAILURE_NONE,
+  FAILURE_RACE,
+  FAILURE_VALUE,
+  FAILURE_STATUS,
+  FAILURE_CAPTURE,
+  FAILURE_DELETER,
+  FAILURE_PENDING,
+  FAILURE_FORK,
+  FAILURE_SETUP
+};
+
+void program_generate(program *p, uint64_t seed);
+/* Runs p (a fresh simulator, dlsync shut down after) and judges it. */
+verdict program_run(const program *p, variant v, int verbose);
+/* Reduces p to a smaller program that still fails the same way (in place). */
+void program_shrink(program *p, variant v, int failure_class);
+/* p as C: a program literal and a test that runs it. */
+void program_print_c(const program *p, variant v, FILE *out);
+const char *op_kind_name(int kind);
+
+#endif
