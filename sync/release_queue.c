@@ -49,7 +49,7 @@ typedef struct release_queue {
   struct release_queue *prev, *next; /* every queue, for polls */
   const dl_sync_backend *backend;
   dl_sync__bound stream; /* as the release bound it: handle, device, context */
-  const void *thread;    /* the per-thread default stream's thread, else NULL */
+  uint64_t thread;       /* the per-thread default stream's thread (this_thread), else 0 */
   dl_sync__pending *head, *tail;
   int looked_at; /* a poll is asking its head (under the lock): it stays linked meanwhile */
 } release_queue;
@@ -73,8 +73,15 @@ static _Atomic(dl_sync__pending *) gone; /* graphs' releases whose graph is gone
 atomic_int dl_sync__releases_pending;    /* deferred and kept by graphs */
 static atomic_int queued;                /* of them, deferred */
 
-/* A thread's identity while it lives: the address of one of its thread-locals. */
-static DL_SYNC__THREAD_LOCAL char thread_token;
+/* A thread's identity, never given to another thread (an exited thread's thread-locals may
+   be a new thread's): a number drawn once per thread; 0: not drawn yet. */
+static DL_SYNC__THREAD_LOCAL uint64_t thread_number;
+static atomic_uint_fast64_t threads_numbered;
+
+static uint64_t this_thread(void) {
+  if (thread_number == 0) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
+  return thread_number;
+}
 
 static void lock(void) {
   dl_sync__spin_lock(&held);
@@ -143,7 +150,7 @@ static void tensor_unclaim(dl_sync__pending *p) {
 /* --- the queues -------------------------------------------------------------------- */
 
 static int same_queue(const release_queue *q, const dl_sync_backend *b, const dl_sync__bound *s,
-                      const void *thread) {
+                      uint64_t thread) {
   return q->backend == b && q->stream.stream.handle == s->stream.handle &&
          q->stream.stream.device.device_type == s->stream.device.device_type &&
          q->stream.stream.device.device_id == s->stream.device.device_id &&
@@ -178,7 +185,7 @@ static void queue_grow(void) {
    taken, used or left to the caller). NULL without memory. */
 static release_queue *queue_of(const dl_sync_backend *b, const dl_sync__bound *stream,
                                release_queue **spare) {
-  const void *thread = stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? &thread_token : NULL;
+  uint64_t thread = stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? this_thread() : 0;
   if (queues.size != 0)
     for (release_queue *q = *queue_bucket(stream); q != NULL; q = q->map_next)
       if (same_queue(q, b, stream, thread)) return q;
@@ -358,15 +365,14 @@ static int take_gone(dl_sync__pending **done) {
 }
 
 /* Whether q's head may be asked now: not where the backend says asking would disturb a
-   capture of its stream or read a stream gone, nor, there, about another thread's per-thread
-   stream (whose state no other thread can ask). */
+   capture of its stream or read a stream gone; another thread's per-thread stream, which no
+   other thread can name, only where the backend's rules never read the stream. */
 static int may_ask(release_queue *q) {
   const dl_sync_backend *b = q->backend;
   if (!dl_sync__backend_has_recording_stream_busy(b)) return 1;
-  if (q->thread != NULL && q->thread != (const void *)&thread_token) return 0;
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, b);
-  int busy = 1;
+  int busy = q->thread != 0 && q->thread != this_thread(); /* unnameable */
   dl_sync__quiet(1); /* a poll that leaves a release for later reports nothing */
   int status = dl_sync__guard_enter(&guard, &q->stream);
   if (status == DL_SYNC_OK && b->recording_stream_busy(b->ctx, q->stream.stream.handle, &busy) != 0)

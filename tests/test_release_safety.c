@@ -321,6 +321,55 @@ static void test_a_destroyed_consumer_stream_is_never_read(void **state) {
   CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
 }
 
+/* A release onto the per-thread default stream of the thread that made it, polled from
+   another thread, which cannot name that stream: under CUDA's rules (the recording stream
+   is never read) it is finished there; under HIP's, only a poll on the releasing thread
+   asks about it. */
+typedef struct per_thread_release {
+  tensor t;
+  int status, polled_here;
+} per_thread_release;
+
+static void *release_on_own_per_thread_stream(void *arg) {
+  per_thread_release *r = arg;
+  make(&r->t);
+  r->status = dl_sync_tensor_release(&r->t.managed, sim_view(DL_SYNC_SIM_STREAM_PER_THREAD, 0));
+  dl_sync_sim_stream_synchronize(DL_SYNC_SIM_STREAM_PER_THREAD);
+  return NULL;
+}
+
+static void *poll_on_this_thread(void *arg) {
+  per_thread_release *r = arg;
+  r->polled_here = dl_sync_release_poll();
+  return NULL;
+}
+
+static void test_another_threads_per_thread_release(void **state) {
+  (void)state;
+  for (int hip = 0; hip < 2; hip++) {
+    CHECK_SIM(dl_sync_sim_set_query_rules(hip ? DL_SYNC_SIM_QUERY_RULES_HIP
+                                              : DL_SYNC_SIM_QUERY_RULES_CUDA));
+    static per_thread_release r;
+    memset(&r, 0, sizeof r);
+    pthread_t releaser;
+    pthread_create(&releaser, NULL, release_on_own_per_thread_stream, &r);
+    pthread_join(releaser, NULL);
+    assert_int_equal(r.status, DL_SYNC_RELEASE_DEFERRED);
+    assert_int_equal(dl_sync_release_poll(), hip ? 0 : 1);
+    assert_int_equal(atomic_load(&r.t.deleted), hip ? 0 : 1);
+    if (!hip) continue;
+    /* a thread whose own per-thread stream it is not either: still left; shutdown says so */
+    pthread_t other;
+    pthread_create(&other, NULL, poll_on_this_thread, &r);
+    pthread_join(other, NULL);
+    assert_int_equal(r.polled_here, 0);
+    assert_int_equal(dl_sync_release_pending(), 1);
+    assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
+    assert_error_mentions("1 releases still wait");
+  }
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
+}
+
 /* --- deleters run only where the contract names them ------------------------------------ */
 
 /* A deleter is another library's code: a Python producer's takes the GIL. A thread holding
@@ -688,6 +737,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       SAFETY_TEST(test_finishing_a_release_breaks_no_capture),
       SAFETY_TEST(test_a_destroyed_consumer_stream_is_never_read),
+      SAFETY_TEST(test_another_threads_per_thread_release),
       SAFETY_TEST(test_a_deleter_taking_its_callers_lock_blocks_no_other_call),
       SAFETY_TEST(test_a_deleter_may_call_dlsync),
       SAFETY_TEST(test_a_failed_query_is_asked_once_and_holds_none_up),

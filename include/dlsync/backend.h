@@ -156,7 +156,9 @@ struct dl_sync_backend {
       stream (HIP 6.2 to 7.2.0: hipEventQuery and hipEventSynchronize read the event's last
       recording stream and invalidate its capture, whatever the thread's interaction mode),
       or because stream is no longer valid and the runtime would read it anyway (HIP from
-      5.7). Called with the stream's device current. NULL: never busy (CUDA, where a query
+      5.7). *busy is 1 on entry when this thread cannot name the stream (another thread's
+      per-thread default stream): answer 0 then only where asking never reads the recording
+      stream. Called with the stream's device current. NULL: never busy (CUDA, where a query
       in the relaxed interaction mode disturbs no capture and reads no stream). */
   int (*recording_stream_busy)(void *ctx, void *stream, int *busy);
 };

@@ -182,12 +182,14 @@ static int hip_event_query(void *ctx, void *event, int *complete) {
    exempt from those checks in every version. */
 static int hip_recording_stream_busy(void *ctx, void *stream, int *busy) {
   (void)ctx;
+  int unnameable = *busy;
   *busy = 1;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  if (stream == NULL || !version_at_least(5, 7)) {
+  if (!version_at_least(5, 7) || (stream == NULL && !unnameable)) {
     *busy = 0;
     return 0;
   }
+  if (unnameable) return 0; /* another thread's per-thread stream: HIP would read it */
   int status = hipStreamCaptureStatusNone;
   hipError_t error =
       api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, NULL, NULL, NULL);

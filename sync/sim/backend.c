@@ -73,9 +73,12 @@ static int sim_event_query(void *ctx, void *event, int *complete) {
    about while its recording stream captures, nor once that stream is gone. */
 static int sim_recording_stream_busy(void *ctx, void *stream, int *busy) {
   (void)ctx;
-  *busy = 0;
-  if (dl_sync_sim_query_rules() != DL_SYNC_SIM_QUERY_RULES_HIP || stream == NULL ||
-      stream == DL_SYNC_STREAM_LEGACY)
+  if (dl_sync_sim_query_rules() != DL_SYNC_SIM_QUERY_RULES_HIP) {
+    *busy = 0; /* CUDA's rules never read the recording stream */
+    return DL_SYNC_SIM_SUCCESS;
+  }
+  if (*busy) return DL_SYNC_SIM_SUCCESS; /* a stream the caller cannot name: unknown */
+  if (stream == NULL || stream == DL_SYNC_STREAM_LEGACY)
     return DL_SYNC_SIM_SUCCESS; /* HIP exempts the null stream */
   int32_t status = DL_SYNC_CAPTURE_NONE;
   int error = dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL);

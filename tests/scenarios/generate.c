@@ -83,11 +83,11 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
                      : kind < 84 ? (p->rocm ? ON_EXPLICIT : ON_PER_THREAD)
                      : kind < 94 ? NO_SYNC
                                  : BAD_ARGUMENT;
-  int mechanism = below(r, 100);
-  o->mechanism = mechanism < 40   ? BY_EXPORT
-                 : mechanism < 60 ? BY_PUSH_DEP
-                 : mechanism < 75 ? BY_GROUP
-                                  : BY_TENSOR_EVENT;
+  int how = below(r, 100);
+  o->mechanism = how < 40   ? BY_EXPORT
+                 : how < 60 ? BY_PUSH_DEP
+                 : how < 75 ? BY_GROUP
+                            : BY_TENSOR_EVENT;
   if (o->consumer_kind == NO_SYNC || o->consumer_kind == BAD_ARGUMENT) o->mechanism = BY_EXPORT;
   o->name_legacy_by_none = (uint8_t)chance(r, 50);
   m->slot_state[slot] = READ;
@@ -189,8 +189,8 @@ void program_generate(program *p, uint64_t seed) {
 
 const char *op_kind_name(int kind) {
   static const char *const names[OP_KINDS] = {
-      "OP_PRODUCE",       "OP_CONSUME", "OP_RELEASE",   "OP_CAPTURE_BEGIN",
-      "OP_CAPTURE_END",   "OP_GRAPH_DESTROY", "OP_POLL", "OP_HOST_SYNC",
-      "OP_SHUTDOWN",      "OP_RELEASE_THREAD", "OP_FORK"};
+      "OP_PRODUCE",     "OP_CONSUME",        "OP_RELEASE", "OP_CAPTURE_BEGIN",
+      "OP_CAPTURE_END", "OP_GRAPH_DESTROY",  "OP_POLL",    "OP_HOST_SYNC",
+      "OP_SHUTDOWN",    "OP_RELEASE_THREAD", "OP_FORK"};
   return kind >= 0 && kind < OP_KINDS ? names[kind] : "?";
 }

@@ -42,7 +42,13 @@ typedef enum op_kind {
   OP_KINDS
 } op_kind;
 
-typedef enum mechanism { BY_EXPORT, BY_PUSH_DEP, BY_GROUP, BY_TENSOR_EVENT, MECHANISMS } mechanism;
+typedef enum order_mechanism {
+  BY_EXPORT,
+  BY_PUSH_DEP,
+  BY_GROUP,
+  BY_TENSOR_EVENT,
+  MECHANISMS
+} order_mechanism;
 
 /* Where the consumer reads, and how it names its stream. */
 typedef enum consumer_kind {
@@ -70,9 +76,9 @@ typedef struct op {
 typedef struct program {
   uint64_t seed;
   uint8_t frameworks, threads, devices;
-  uint8_t rocm;      /* every framework on kDLROCM (else kDLCUDA) */
-  uint8_t hip_rules; /* the simulator follows HIP's query rules */
-  uint8_t participates[MAX_FRAMEWORKS]; /* names its reuse stream */
+  uint8_t rocm;                           /* every framework on kDLROCM (else kDLCUDA) */
+  uint8_t hip_rules;                      /* the simulator follows HIP's query rules */
+  uint8_t participates[MAX_FRAMEWORKS];   /* names its reuse stream */
   uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
   uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
   int op_count;
@@ -109,6 +115,13 @@ enum {
   FAILURE_FORK,
   FAILURE_SETUP
 };
+
+/* What the runs made, over all runs of the process (for the summary). */
+typedef struct run_counts {
+  long statuses[8]; /* dlsync answers: 0-3 the release results, 4 EINVAL, 5 ECAPTURE, 6 other */
+  long captures, graphs_launched, forks, host_syncs, shutdowns, deleters_on_release_thread;
+} run_counts;
+extern run_counts program_counts;
 
 void program_generate(program *p, uint64_t seed);
 /* Runs p (a fresh simulator, dlsync shut down after) and judges it. */

@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The runner: one program on a fresh simulated device (jitter on), its operations made in
+ * program order, each on its own host thread (a worker per program thread, handed each
+ * operation in turn, with the hand-off told to the race checker so that the program is
+ * sequentially consistent on the host). Each operation's expected dlsync status comes
+ * from this file's own model of the stream-argument, capture and release tables
+ * (docs/design.md, dlsync/release.h), never from dlsync; an operation whose preconditions
+ * do not hold in the world as it is is skipped. The oracles, at the end: no race, no
+ * wrong value, every capture ended well, every status as predicted, every deleter run
+ * once and only where the contract names it, nothing pending.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifndef _WIN32
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
+#include "dlsync/dlsync.h"
+#include "dlsync/sim.h"
+#include "scenario.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+enum { MAX_BLOCKS = MAX_OPS, MAX_READS = MAX_OPS, JOBS = 4 * MAX_OPS };
+enum { EXPLICIT, LEGACY, PER_THREAD }; /* stream kinds */
+
+typedef struct stream_id {
+  int kind, device, thread;
+  void *handle; /* the simulator's handle (explicit), or the special one */
+} stream_id;
+
+typedef struct world world;
+
+typedef struct tensor_record {
+  DLManagedTensorVersioned managed;
+  world *w;
+  int framework, device, stream; /* produced and pooled on */
+  int block;
+  int32_t value;
+  int has_event;
+  int read, read_capture; /* read once; in which capture (-1: none) */
+  stream_id read_on;
+  int released;
+  atomic_int deleted;
+} tensor_record;
+
+typedef struct capture {
+  int open, thread, mode;
+  dl_sync_sim_stream *stream;
+  int device;
+  dl_sync_sim_graph *graph;
+  dl_sync_sim_graph_exec *exec;
+} capture;
+
+typedef struct job {
+  int32_t *words;
+  int32_t value;
+  int64_t *mismatches;
+} job;
+
+/* Which call a deleter may run in (dlsync/release.h, "Where deleters run"). */
+enum { CALL_NONE, CALL_OTHER, CALL_RELEASE, CALL_POLL, CALL_SHUTDOWN, CALL_DIRECT, CALL_RUNTIME };
+
+struct world {
+  const program *p;
+  variant v;
+  int verbose;
+  int32_t device_type;
+  dl_sync_sim_stream *streams[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
+  int32_t blocks[MAX_BLOCKS][WORDS];
+  int block_count;
+  pthread_mutex_t pool_lock;
+  int free_blocks[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE][MAX_BLOCKS];
+  int free_count[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
+  int freed_unordered[MAX_BLOCKS]; /* the control gave it back with a read pending */
+  tensor_record records[MAX_OPS];
+  int record_count;
+  int slot_record[MAX_SLOTS];
+  capture captures[MAX_CAPTURES];
+  int64_t mismatches[MAX_READS];
+  int read_count;
+  job jobs[JOBS];
+  int job_count;
+  int op_index;
+  verdict result;
+  atomic_int violations;
+  pthread_mutex_t violation_lock;
+  char violation[256];
+  /* the workers */
+  pthread_t threads[MAX_THREADS];
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int assigned[MAX_THREADS]; /* the op a worker is to run; -1: none; -2: stop */
+  int done[MAX_THREADS];
+  int handoff; /* the race checker's key for the hand-offs */
+};
+
+static _Thread_local struct {
+  int program_thread, thread;
+  int call;
+  const tensor_record *tensor;
+} here;
+
+/* ---- failures ---------------------------------------------------------------------- */
+
+static void failed(world *w, int class_, const char *fmt, ...) {
+  if (w->result.failed) return;
+  w->result.failed = 1;
+  w->result.class_ = class_;
+  int n = snprintf(w->result.why, sizeof w->result.why, "op %d: ", w->op_index);
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(w->result.why + n, sizeof w->result.why - (size_t)n, fmt, args);
+  va_end(args);
+}
+
+run_counts program_counts;
+
+static void expect_status(world *w, const char *what, int got, int want) {
+  w->result.calls++;
+  program_counts.statuses[got >= 0 && got <= 3      ? got
+                          : got == DL_SYNC_EINVAL   ? 4
+                          : got == DL_SYNC_ECAPTURE ? 5
+                                                    : 6]++;
+  if (w->verbose) printf("    %s: %d (expected %d)\n", what, got, want);
+  if (got != want)
+    failed(w, FAILURE_STATUS, "%s answered %d (%s), expected %d", what, got,
+           got < 0 ? dl_sync_last_error() : "", want);
+}
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+/* Relaxed atomics: a negative control races on purpose, and its race is then well
+   defined (the race checker judges the order, ThreadSanitizer the host code). */
+static void write_kernel(void *arg) {
+  const job *j = arg;
+  for (int i = 0; i < WORDS; i++) __atomic_store_n(&j->words[i], j->value + i, __ATOMIC_RELAXED);
+}
+
+static void read_kernel(void *arg) {
+  const job *j = arg;
+  for (int i = 0; i < WORDS; i++)
+    if (__atomic_load_n(&j->words[i], __ATOMIC_RELAXED) != j->value + i)
+      __atomic_fetch_add(j->mismatches, 1, __ATOMIC_RELAXED);
+}
+
+static job *new_job(world *w, int32_t *words, int32_t value, int64_t *mismatches) {
+  if (w->job_count == JOBS) return NULL;
+  job *j = &w->jobs[w->job_count++];
+  *j = (job){words, value, mismatches};
+  return j;
+}
+
+/* ---- streams ------------------------------------------------------------------------- */
+
+static dl_sync_stream view(const world *w, int device, void *handle) {
+  return dl_sync_stream_view((DLDevice){w->device_type, device}, handle);
+}
+
+static int same_stream(stream_id a, stream_id b) {
+  if (a.kind != b.kind || a.device != b.device) return 0;
+  return a.kind == EXPLICIT ? a.handle == b.handle : a.kind != PER_THREAD || a.thread == b.thread;
+}
+
+/* The open capture on stream, or -1. Only explicit streams capture here. */
+static int capture_on(const world *w, stream_id s) {
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if (w->captures[c].open && s.kind == EXPLICIT && w->captures[c].stream == s.handle) return c;
+  return -1;
+}
+
+static int any_capture_open(const world *w) {
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if (w->captures[c].open) return 1;
+  return 0;
+}
+
+static stream_id explicit_stream(const world *w, int f, int d, int s) {
+  return (stream_id){EXPLICIT, d, -1, w->streams[f][d][s]};
+}
+
+static int blocking(const world *w, stream_id s) {
+  if (s.kind != EXPLICIT) return 1;
+  for (int f = 0; f < w->p->frameworks; f++)
+    for (int i = 0; i < STREAMS_PER_DEVICE; i++)
+      if (w->streams[f][s.device][i] == s.handle) return !w->p->non_blocking[f][s.device][i];
+  return 1;
+}
+
+/* ---- the pool: a block freed on stream S is the next allocation on S, at once --------- */
+
+static int pool_take(world *w, int f, int d, int s) {
+  pthread_mutex_lock(&w->pool_lock);
+  int block = w->free_count[f][d][s] > 0    ? w->free_blocks[f][d][s][--w->free_count[f][d][s]]
+              : w->block_count < MAX_BLOCKS ? w->block_count++
+                                            : -1;
+  int reused_unordered = block >= 0 && w->freed_unordered[block];
+  if (block >= 0) w->freed_unordered[block] = 0;
+  pthread_mutex_unlock(&w->pool_lock);
+  w->result.affected += reused_unordered; /* where the control can show */
+  /* the pool's lock hands the block over from the thread that freed it (the release
+     thread, say): an edge the race checker is told of, as a real allocator's lock is one */
+  if (block >= 0) dl_sync_sim_host_acquire(w->blocks[block]);
+  return block;
+}
+
+static void pool_give(world *w, const tensor_record *r) {
+  dl_sync_sim_host_release(w->blocks[r->block]);
+  pthread_mutex_lock(&w->pool_lock);
+  int *count = &w->free_count[r->framework][r->device][r->stream];
+  w->free_blocks[r->framework][r->device][r->stream][(*count)++] = r->block;
+  pthread_mutex_unlock(&w->pool_lock);
+}
+
+/* The producer's deleter: the block back to its pool on its stream. It checks where it
+   runs: a program thread's call that names deleters (a poll, shutdown, the release of this
+   very tensor, a direct call), or dlsync's release thread; never another call, never a
+   thread of the runtime's. */
+static void deleter(DLManagedTensorVersioned *t) {
+  tensor_record *r = (tensor_record *)((char *)t - offsetof(tensor_record, managed));
+  world *w = r->w;
+  int allowed = here.program_thread ? here.call == CALL_POLL || here.call == CALL_SHUTDOWN ||
+                                          here.call == CALL_DIRECT ||
+                                          (here.call == CALL_RELEASE && here.tensor == r)
+                                    : dl_sync_release_thread_running();
+  if (!allowed && atomic_fetch_add(&w->violations, 1) == 0) {
+    pthread_mutex_lock(&w->violation_lock);
+    snprintf(w->violation, sizeof w->violation, "the deleter of the tensor of op %d ran %s",
+             (int)(r - w->records),
+             here.program_thread ? "in a call that does not name deleters"
+                                 : "on a thread that is neither the program's nor dlsync's");
+    pthread_mutex_unlock(&w->violation_lock);
+  }
+  if (!here.program_thread)
+    __atomic_fetch_add(&program_counts.deleters_on_release_thread, 1, __ATOMIC_RELAXED);
+  if (atomic_fetch_add(&r->deleted, 1) == 0) pool_give(w, r);
+}
+
+static int call(world *w, int kind, const tensor_record *tensor) {
+  (void)w;
+  int was = here.call;
+  here.call = kind;
+  here.tensor = tensor;
+  return was;
+}
+
+/* ---- operations ---------------------------------------------------------------------- */
+
+static tensor_record *slot_tensor(world *w, int slot) {
+  int i = w->slot_record[slot];
+  return i >= 0 && !w->records[i].released ? &w->records[i] : NULL;
+}
+
+static void produce(world *w, const op *o) {
+  if (w->slot_record[o->slot] >= 0 && !w->records[w->slot_record[o->slot]].released) return;
+  stream_id s = explicit_stream(w, o->framework, o->device, o->stream);
+  if (capture_on(w, s) >= 0 || w->record_count == MAX_OPS) return;
+  int block = pool_take(w, o->framework, o->device, o->stream);
+  if (block < 0) return;
+  tensor_record *r = &w->records[w->record_count];
+  *r = (tensor_record){.w = w,
+                       .framework = o->framework,
+                       .device = o->device,
+                       .stream = o->stream,
+                       .block = block,
+                       .value = 1000 * (w->op_index + 1),
+                       .read_capture = -1};
+  r->managed = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = deleter};
+  r->managed.dl_tensor.device = (DLDevice){w->device_type, o->device};
+  dl_sync_sim_set_device(o->device);
+  dl_sync_sim_access access = {w->blocks[block], DL_SYNC_SIM_WRITE};
+  job *j = new_job(w, w->blocks[block], r->value, NULL);
+  if (j == NULL || dl_sync_sim_launch(s.handle, "write", write_kernel, j, &access, 1) != 0) {
+    failed(w, FAILURE_SETUP, "the producer's write could not be launched");
+    return;
+  }
+  w->record_count++;
+  w->slot_record[o->slot] = (int)(r - w->records);
+  int was = call(w, CALL_OTHER, NULL);
+  if (w->p->participates[o->framework]) {
+    expect_status(w, "dl_sync_tensor_record_reuse",
+                  dl_sync_tensor_record_reuse(&r->managed, view(w, o->device, s.handle),
+                                              view(w, o->device, s.handle)),
+                  DL_SYNC_OK);
+    r->has_event = 1;
+  } else if (w->p->records_events[o->framework]) {
+    expect_status(w, "dl_sync_tensor_record",
+                  dl_sync_tensor_record(&r->managed, view(w, o->device, s.handle)), DL_SYNC_OK);
+    r->has_event = 1;
+  }
+  call(w, was, NULL);
+}
+
+/* The consumer's stream for o, or kind -1 when o names none here. */
+static stream_id consumer_stream(const world *w, const op *o, int device) {
+  switch (o->consumer_kind) {
+    case ON_EXPLICIT:
+    case NO_SYNC:
+      return explicit_stream(w, o->framework % w->p->frameworks, device, o->stream);
+    case ON_LEGACY:
+      return (stream_id){LEGACY, device, -1, DL_SYNC_SIM_STREAM_LEGACY};
+    case ON_PER_THREAD:
+      return (stream_id){w->p->rocm ? -1 : PER_THREAD, device, here.thread,
+                         DL_SYNC_SIM_STREAM_PER_THREAD};
+    default:
+      return (stream_id){-1, device, -1, NULL};
+  }
+}
+
+/* The stream argument the consumer passes for o: the stream-argument table of
+   docs/design.md, read by this model. */
+static dl_sync_stream_arg argument_for(const world *w, const op *o, stream_id c) {
+  switch (o->consumer_kind) {
+    case ON_LEGACY:
+      return o->name_legacy_by_none ? dl_sync_stream_arg_none()
+                                    : dl_sync_stream_arg_int(w->p->rocm ? 0 : 1);
+    case ON_PER_THREAD:
+      return dl_sync_stream_arg_int(2);
+    case NO_SYNC:
+      return dl_sync_stream_arg_int(-1);
+    case BAD_ARGUMENT:
+      return dl_sync_stream_arg_int(w->p->rocm ? 1 : 0);
+    default:
+      return dl_sync_stream_arg_int((int64_t)(intptr_t)c.handle);
+  }
+}
+
+/* What the ordering must answer (the capture table of docs/design.md, by this model): a
+   refused argument EINVAL; the consumer's own stream nothing to do; a tensor event waits
+   whatever captures; a capturing producer cannot be ordered before another stream, the
+   legacy one included. A capturing consumer gets an external wait. */
+static int predicted(const world *w, const op *o, stream_id p, stream_id c, int by_event) {
+  if (o->consumer_kind == BAD_ARGUMENT) return DL_SYNC_EINVAL;
+  if (o->consumer_kind == NO_SYNC || same_stream(p, c) || by_event) return DL_SYNC_OK;
+  return capture_on(w, p) >= 0 ? DL_SYNC_ECAPTURE : DL_SYNC_OK;
+}
+
+static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id c, int mechanism,
+                 int want) {
+  int device = r->device;
+  int leave_out = want == DL_SYNC_OK && o->consumer_kind != NO_SYNC && !same_stream(p, c) &&
+                  ((w->v == SKIP_EXPORT && mechanism == BY_EXPORT) ||
+                   (w->v == DROP_WAIT && mechanism != BY_EXPORT));
+  if (leave_out) {
+    /* ordered anyway when the legacy stream waits for a blocking producer */
+    w->result.affected += !(c.kind == LEGACY && blocking(w, p));
+    return DL_SYNC_OK;
+  }
+  switch (mechanism) {
+    case BY_EXPORT:
+      return dl_sync_export(view(w, device, p.handle), argument_for(w, o, c));
+    case BY_PUSH_DEP:
+      return dl_sync_push_dep(view(w, device, p.handle), view(w, device, c.handle));
+    case BY_GROUP: {
+      dl_sync_group group;
+      int status = dl_sync_group_init(&group, view(w, device, c.handle));
+      if (status == DL_SYNC_OK)
+        status = dl_sync_group_add_stream(&group, view(w, device, p.handle));
+      return status == DL_SYNC_OK ? dl_sync_group_wait(&group) : status;
+    }
+    default:
+      return dl_sync_tensor_wait(&r->managed, view(w, device, c.handle));
+  }
+}
+
+static void consume(world *w, const op *o) {
+  tensor_record *r = slot_tensor(w, o->slot);
+  if (r == NULL) return;
+  stream_id p = explicit_stream(w, r->framework, r->device, r->stream);
+  stream_id c = consumer_stream(w, o, r->device);
+  if (o->consumer_kind != BAD_ARGUMENT && c.kind < 0) return;
+  if (r->read && (o->consumer_kind == BAD_ARGUMENT || !same_stream(c, r->read_on))) return;
+  if (o->consumer_kind == NO_SYNC && any_capture_open(w)) return; /* a host sync: prohibited */
+  int capturing = o->consumer_kind != BAD_ARGUMENT ? capture_on(w, c) : -1;
+  /* a read captured into a graph is released in that capture or after its launches, never
+     between: one read per tensor, on one stream, in one place */
+  if (r->read && capturing != r->read_capture) return;
+  dl_sync_sim_set_device(r->device);
+  if (o->consumer_kind == NO_SYNC && dl_sync_sim_stream_synchronize(p.handle) != 0) {
+    failed(w, FAILURE_SETUP, "the consumer's synchronization of the producer's stream failed");
+    return;
+  }
+  int mechanism = o->mechanism == BY_TENSOR_EVENT && !r->has_event ? BY_EXPORT : o->mechanism;
+  int want = predicted(w, o, p, c, mechanism == BY_TENSOR_EVENT);
+  int was = call(w, CALL_OTHER, NULL);
+  static const char *const names[MECHANISMS] = {"dl_sync_export", "dl_sync_push_dep",
+                                                "dl_sync_group_wait", "dl_sync_tensor_wait"};
+  expect_status(w, names[mechanism], order(w, o, r, p, c, mechanism, want), want);
+  call(w, was, NULL);
+  if (want != DL_SYNC_OK || w->read_count == MAX_READS) return;
+  int64_t *counter = &w->mismatches[w->read_count++];
+  dl_sync_sim_access accesses[] = {{w->blocks[r->block], DL_SYNC_SIM_READ},
+                                   {counter, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
+  job *j = new_job(w, w->blocks[r->block], r->value, counter);
+  if (j == NULL || dl_sync_sim_launch(c.handle, "read", read_kernel, j, accesses, 2) != 0) {
+    failed(w, FAILURE_SETUP, "the consumer's read could not be launched");
+    return;
+  }
+  r->read = 1;
+  r->read_on = c;
+  r->read_capture = capturing;
+}
+
+/* What the release must answer (dlsync/release.h, by this model): nothing read, now; read
+   in a capture still open, kept by the graph; a producer that named its reuse stream,
+   ordered unless that stream captures; any other, deferred. */
+static int predicted_release(const world *w, const tensor_record *r, stream_id p) {
+  if (!r->read) return DL_SYNC_RELEASED_NOW;
+  if (capture_on(w, r->read_on) >= 0) return DL_SYNC_RELEASE_GRAPH;
+  if (!w->p->participates[r->framework]) return DL_SYNC_RELEASE_DEFERRED;
+  return same_stream(p, r->read_on) || capture_on(w, p) < 0 ? DL_SYNC_RELEASED_ORDERED
+                                                            : DL_SYNC_RELEASE_DEFERRED;
+}
+
+static void release(world *w, const op *o) {
+  tensor_record *r = slot_tensor(w, o->slot);
+  if (r == NULL) return;
+  stream_id p = explicit_stream(w, r->framework, r->device, r->stream);
+  if (r->read && r->read_on.kind == PER_THREAD && r->read_on.thread != here.thread) return;
+  int reader_capture = r->read ? capture_on(w, r->read_on) : -1;
+  if (r->read && reader_capture != r->read_capture && reader_capture >= 0) return;
+  int want = predicted_release(w, r, p);
+  void *handle = r->read ? r->read_on.handle : DL_SYNC_STREAM_NOTHING_PENDING;
+  dl_sync_sim_set_device(r->device);
+  r->released = 1;
+  w->slot_record[o->slot] = -1;
+  if (w->v == DELETER_NOT_RELEASE && want != DL_SYNC_RELEASED_NOW) {
+    w->freed_unordered[r->block] = 1; /* counted if the pool hands it out again */
+    int was = call(w, CALL_DIRECT, r);
+    r->managed.deleter(&r->managed);
+    call(w, was, NULL);
+    return;
+  }
+  int was = call(w, CALL_RELEASE, r);
+  expect_status(w, "dl_sync_tensor_release",
+                dl_sync_tensor_release(&r->managed, view(w, r->device, handle)), want);
+  call(w, was, NULL);
+}
+
+static void capture_begin(world *w, const op *o) {
+  capture *c = &w->captures[o->slot];
+  if (c->open || c->graph != NULL) return;
+  stream_id s = explicit_stream(w, o->framework, o->device, o->stream);
+  /* only non-blocking streams capture here: a blocking one would make the program's own
+     use of the legacy stream an error (906) */
+  if (!w->p->non_blocking[o->framework][o->device][o->stream] || capture_on(w, s) >= 0) return;
+  dl_sync_sim_set_device(o->device);
+  int error = dl_sync_sim_stream_begin_capture(s.handle, o->mode % 3);
+  if (error != 0) {
+    failed(w, FAILURE_CAPTURE, "beginning a capture: %s", dl_sync_sim_error_name(error));
+    return;
+  }
+  *c = (capture){.open = 1,
+                 .thread = here.thread,
+                 .mode = o->mode % 3,
+                 .stream = s.handle,
+                 .device = o->device};
+  program_counts.captures++;
+}
+
+/* Ends capture c (on its own thread unless relaxed) and launches its graph twice there. */
+static void capture_end(world *w, int index) {
+  capture *c = &w->captures[index];
+  if (!c->open || (c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && c->thread != here.thread)) return;
+  dl_sync_sim_set_device(c->device);
+  c->open = 0;
+  int error = dl_sync_sim_stream_end_capture(c->stream, &c->graph);
+  if (error == 0) error = dl_sync_sim_graph_instantiate(&c->exec, c->graph);
+  for (int i = 0; i < 2 && error == 0; i++) error = dl_sync_sim_graph_launch(c->exec, c->stream);
+  program_counts.graphs_launched += error == 0;
+  if (error != 0)
+    failed(w, FAILURE_CAPTURE, "a capture of the program (mode %d) ended with %s", c->mode,
+           dl_sync_sim_error_name(error));
+}
+
+/* Needs the launches done, which only a host synchronization (prohibited during captures
+   of this or, in global mode, another thread) says. */
+static void graph_destroy(world *w, int index, int force) {
+  capture *c = &w->captures[index];
+  if (c->open || c->graph == NULL || (!force && any_capture_open(w))) return;
+  dl_sync_sim_set_device(c->device);
+  int was = call(w, CALL_RUNTIME, NULL); /* no deleter runs on the runtime's side */
+  int error = dl_sync_sim_stream_synchronize(c->stream);
+  if (c->exec != NULL && error == 0) error = dl_sync_sim_graph_exec_destroy(c->exec);
+  if (error == 0) error = dl_sync_sim_graph_destroy(c->graph);
+  call(w, was, NULL);
+  c->graph = NULL;
+  c->exec = NULL;
+  if (error != 0) failed(w, FAILURE_SETUP, "destroying a graph: %s", dl_sync_sim_error_name(error));
+}
+
+static void synchronize_devices(world *w) {
+  for (int d = 0; d < w->p->devices; d++) {
+    dl_sync_sim_set_device(d);
+    int error = dl_sync_sim_device_synchronize();
+    if (error != 0)
+      failed(w, FAILURE_SETUP, "synchronizing device %d: %s", d, dl_sync_sim_error_name(error));
+  }
+}
+
+static long total_deletions(const world *w) {
+  long n = 0;
+  for (int i = 0; i < w->record_count; i++) n += atomic_load(&w->records[i].deleted);
+  return n;
+}
+
+/* A child runs none of the parent's releases (their events are the parent's). */
+static void fork_check(world *w) {
+#if defined(_WIN32) || defined(SANITIZED)
+  (void)w;
+#else
+  long before = total_deletions(w);
+  program_counts.forks++;
+  pid_t child = fork();
+  if (child == 0) {
+    here.call = CALL_POLL;
+    int clean = dl_sync_release_pending() == 0 && dl_sync_release_poll() == 0 &&
+                total_deletions(w) == before;
+    _exit(clean ? 0 : 1);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    failed(w, FAILURE_FORK, "a forked child ran a release of its parent's, or failed");
+#endif
+}
+
+static void shutdown_dlsync(world *w) {
+  int was = call(w, CALL_SHUTDOWN, NULL);
+  int status = dl_sync_shutdown();
+  call(w, was, NULL);
+  w->result.calls++;
+  /* under HIP's rules a release whose stream captures now is left, and said so */
+  int left = status == DL_SYNC_EBACKEND && w->p->hip_rules &&
+             strstr(dl_sync_last_error(), "still wait") != NULL;
+  if (status != DL_SYNC_OK && !left)
+    failed(w, FAILURE_STATUS, "dl_sync_shutdown answered %d (%s)", status, dl_sync_last_error());
+}
+
+static void run_op(world *w, const op *o) {
+  switch (o->kind) {
+    case OP_PRODUCE:
+      produce(w, o);
+      break;
+    case OP_CONSUME:
+      consume(w, o);
+      break;
+    case OP_RELEASE:
+      release(w, o);
+      break;
+    case OP_CAPTURE_BEGIN:
+      capture_begin(w, o);
+      break;
+    case OP_CAPTURE_END:
+      capture_end(w, o->slot);
+      break;
+    case OP_GRAPH_DESTROY:
+      graph_destroy(w, o->slot, 0);
+      break;
+    case OP_POLL: {
+      int was = call(w, CALL_POLL, NULL);
+      dl_sync_release_poll();
+      call(w, was, NULL);
+      break;
+    }
+    case OP_HOST_SYNC:
+      if (!any_capture_open(w)) synchronize_devices(w);
+      program_counts.host_syncs++;
+      break;
+    case OP_SHUTDOWN:
+      program_counts.shutdowns++;
+      shutdown_dlsync(w);
+      break;
+    case OP_RELEASE_THREAD:
+      if (o->mode)
+        expect_status(w, "dl_sync_release_thread_start", dl_sync_release_thread_start(), 0);
+      else
+        expect_status(w, "dl_sync_release_thread_stop", dl_sync_release_thread_stop(), 0);
+      break;
+    case OP_FORK:
+      fork_check(w);
+      break;
+    default:
+      break;
+  }
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+enum { STOP = -2, IDLE = -1, END_CAPTURE = -10 }; /* assigned: an op, or END_CAPTURE - c */
+
+typedef struct worker_arg {
+  world *w;
+  int index;
+} worker_arg;
+
+static void *worker(void *arg) {
+  worker_arg *a = arg;
+  world *w = a->w;
+  here.program_thread = 1;
+  here.thread = a->index;
+  here.call = CALL_NONE;
+  pthread_mutex_lock(&w->lock);
+  for (;;) {
+    while (w->assigned[a->index] == IDLE) pthread_cond_wait(&w->changed, &w->lock);
+    int task = w->assigned[a->index];
+    if (task == STOP) break;
+    pthread_mutex_unlock(&w->lock);
+    dl_sync_sim_host_acquire(&w->handoff); /* the program's order, told to the race checker */
+    if (task >= 0)
+      run_op(w, &w->p->ops[task]);
+    else
+      capture_end(w, END_CAPTURE - task);
+    dl_sync_sim_host_release(&w->handoff);
+    pthread_mutex_lock(&w->lock);
+    w->assigned[a->index] = IDLE;
+    pthread_cond_broadcast(&w->changed);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return NULL;
+}
+
+static void on_thread(world *w, int thread, int task) {
+  dl_sync_sim_host_release(&w->handoff);
+  pthread_mutex_lock(&w->lock);
+  w->assigned[thread] = task;
+  pthread_cond_broadcast(&w->changed);
+  while (w->assigned[thread] != IDLE) pthread_cond_wait(&w->changed, &w->lock);
+  pthread_mutex_unlock(&w->lock);
+  dl_sync_sim_host_acquire(&w->handoff);
+}
+
+/* A program that runs past its time is a hang: say which and stop. */
+typedef struct watchdog {
+  pthread_mutex_t lock;
+  pthread_cond_t done_changed;
+  int done;
+  uint64_t seed;
+  const int *op_index;
+} watchdog;
+
+static void *watch(void *arg) {
+  watchdog *d = arg;
+#ifdef SANITIZED
+  int limit = 300;
+#else
+  int limit = 60;
+#endif
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += limit;
+  pthread_mutex_lock(&d->lock);
+  while (!d->done)
+    if (pthread_cond_timedwait(&d->done_changed, &d->lock, &until) != 0 && !d->done) {
+      fprintf(stderr, "program of seed %llu hangs (past %d s, at op %d)\n",
+              (unsigned long long)d->seed, limit, *d->op_index);
+      abort();
+    }
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+/* ---- a run ---------------------------------------------------------------------------- */
+
+static void cleanup(world *w) {
+  w->op_index = w->p->op_count;
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if (w->captures[c].open) on_thread(w, w->captures[c].thread, END_CAPTURE - c);
+  synchronize_devices(w);
+  for (int c = 0; c < MAX_CAPTURES; c++) graph_destroy(w, c, 1);
+  for (int i = 0; i < w->record_count; i++) { /* all work done: nothing of it pending */
+    tensor_record *r = &w->records[i];
+    if (r->released) continue;
+    r->released = 1;
+    int was = call(w, CALL_RELEASE, r);
+    expect_status(
+        w, "dl_sync_tensor_release (clean-up)",
+        dl_sync_tensor_release(&r->managed, view(w, r->device, DL_SYNC_STREAM_NOTHING_PENDING)),
+        DL_SYNC_RELEASED_NOW);
+    call(w, was, NULL);
+  }
+  dl_sync_release_thread_stop(); /* a poll of its own, under way, finishes first */
+  int was = call(w, CALL_POLL, NULL);
+  for (int round = 0; round < 100 && dl_sync_release_pending() != 0; round++) {
+    synchronize_devices(w);
+    dl_sync_release_poll();
+  }
+  call(w, was, NULL);
+  if (dl_sync_release_pending() != 0)
+    failed(w, FAILURE_PENDING, "%d releases still pending with every graph and all work gone",
+           dl_sync_release_pending());
+  shutdown_dlsync(w);
+}
+
+static void judge(world *w) {
+  synchronize_devices(w);
+  int64_t wrong = 0;
+  for (int i = 0; i < w->read_count; i++) {
+    dl_sync_sim_host_access("judge", &w->mismatches[i], DL_SYNC_SIM_READ);
+    wrong += __atomic_load_n(&w->mismatches[i], __ATOMIC_RELAXED);
+  }
+  w->result.mismatches = wrong;
+  w->result.races = dl_sync_sim_race_count();
+  if (w->result.races != 0) {
+    char report[300];
+    dl_sync_sim_race_report(report, sizeof report);
+    failed(w, FAILURE_RACE, "%llu races; first: %s", (unsigned long long)w->result.races, report);
+  }
+  if (wrong != 0) failed(w, FAILURE_VALUE, "%lld wrong values read", (long long)wrong);
+  for (int i = 0; i < w->record_count; i++)
+    if (atomic_load(&w->records[i].deleted) != 1)
+      failed(w, FAILURE_DELETER, "a deleter ran %d times", atomic_load(&w->records[i].deleted));
+  if (atomic_load(&w->violations) != 0) failed(w, FAILURE_DELETER, "%s", w->violation);
+}
+
+static void world_start(world *w, const program *p, variant v, int verbose) {
+  w->p = p;
+  w->v = v;
+  w->verbose = verbose;
+  w->device_type = p->rocm ? kDLROCM : kDLCUDA;
+  pthread_mutex_init(&w->pool_lock, NULL);
+  pthread_mutex_init(&w->violation_lock, NULL);
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->changed, NULL);
+  for (int s = 0; s < MAX_SLOTS; s++) w->slot_record[s] = -1;
+  dl_sync_sim_reset();
+  dl_sync_set_backend(kDLCUDA, dl_sync_sim_backend());
+  dl_sync_set_backend(kDLROCM, dl_sync_sim_backend());
+  dl_sync_sim_set_query_rules(p->hip_rules ? DL_SYNC_SIM_QUERY_RULES_HIP
+                                           : DL_SYNC_SIM_QUERY_RULES_CUDA);
+  dl_sync_sim_set_jitter(p->seed, 20);
+  for (int f = 0; f < p->frameworks; f++)
+    for (int d = 0; d < p->devices; d++)
+      for (int s = 0; s < STREAMS_PER_DEVICE; s++) {
+        dl_sync_sim_set_device(d);
+        if (dl_sync_sim_stream_create(&w->streams[f][d][s], p->non_blocking[f][d][s]) != 0)
+          failed(w, FAILURE_SETUP, "could not create the streams");
+      }
+  here.program_thread = 1;
+  here.thread = -1;
+  here.call = CALL_NONE;
+}
+
+verdict program_run(const program *p, variant v, int verbose) {
+  world *w = calloc(1, sizeof *w);
+  if (w == NULL) return (verdict){.failed = 1, .class_ = FAILURE_SETUP, .why = "no memory"};
+  world_start(w, p, v, verbose);
+  watchdog dog = {.seed = p->seed, .op_index = &w->op_index};
+  pthread_mutex_init(&dog.lock, NULL);
+  pthread_cond_init(&dog.done_changed, NULL);
+  pthread_t dog_thread;
+  pthread_create(&dog_thread, NULL, watch, &dog);
+  int threads = p->threads > 0 ? p->threads : 1;
+  worker_arg args[MAX_THREADS];
+  for (int t = 0; t < threads; t++) {
+    w->assigned[t] = IDLE;
+    args[t] = (worker_arg){w, t};
+    pthread_create(&w->threads[t], NULL, worker, &args[t]);
+  }
+  for (int i = 0; i < p->op_count && !w->result.failed; i++) {
+    w->op_index = i;
+    if (verbose)
+      printf("  op %d: %s on thread %d\n", i, op_kind_name(p->ops[i].kind),
+             p->ops[i].thread % threads);
+    on_thread(w, p->ops[i].thread % threads, i);
+  }
+  cleanup(w);
+  for (int t = 0; t < threads; t++) {
+    pthread_mutex_lock(&w->lock);
+    w->assigned[t] = STOP;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->threads[t], NULL);
+  }
+  judge(w);
+  pthread_mutex_lock(&dog.lock);
+  dog.done = 1;
+  pthread_cond_signal(&dog.done_changed);
+  pthread_mutex_unlock(&dog.lock);
+  pthread_join(dog_thread, NULL);
+  verdict result = w->result;
+  dl_sync_sim_reset();
+  dl_sync_shutdown();
+  free(w);
+  return result;
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#define _POSIX_C_SOURCE 200809L
+/*
+ * Whole programs at random (scenario.h), judged by oracles that share no code with dlsync:
+ *   test_scenarios                  a fixed set of seeds, then the negative controls
+ *   test_scenarios --seconds N      random seeds for N seconds (local and nightly runs)
+ *   test_scenarios --seed S         one program, its operations printed
+ *   test_scenarios --programs N --first S --controls K   the fixed set's size
+ * A failing program is shrunk and printed as a C test case to paste below. The controls
+ * (an export skipped, a wait dropped, a release replaced by the deleter) must be caught,
+ * by the race checker or by value, in at least 90 % of the programs where they changed
+ * something.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scenario.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int regressions_failed;
+
+static void expect_passes(const program *p, variant v) {
+  verdict r = program_run(p, v, 0);
+  if (r.failed) {
+    fprintf(stderr, "regression of seed %llu: %s\n", (unsigned long long)p->seed, r.why);
+    regressions_failed++;
+  }
+}
+
+/* Programs found by the generator once, kept as regressions (none yet). */
+static void run_regressions(void) {
+  (void)expect_passes;
+}
+
+typedef struct totals {
+  long programs, ops, calls;
+} totals;
+
+/* Runs seed; on a failure shrinks, prints the case, and returns 1. */
+static int run_seed(uint64_t seed, totals *t) {
+  static program p;
+  program_generate(&p, seed);
+  verdict r = program_run(&p, WITH_DLSYNC, 0);
+  t->programs++;
+  t->ops += p.op_count;
+  t->calls += r.calls;
+  if (!r.failed) return 0;
+  fprintf(stderr, "program of seed %llu (%d operations) failed: %s\nshrinking...\n",
+          (unsigned long long)seed, p.op_count, r.why);
+  program_shrink(&p, WITH_DLSYNC, r.class_);
+  verdict again = program_run(&p, WITH_DLSYNC, 0);
+  fprintf(stderr, "shrunk to %d operations: %s\n\n", p.op_count, again.why);
+  program_print_c(&p, WITH_DLSYNC, stderr);
+  return 1;
+}
+
+/* Each control on programs of the fixed set: caught where it changed something. */
+static int run_controls(uint64_t first, int programs) {
+  static const char *const names[] = {"", "an export skipped", "a wait dropped",
+                                      "a release replaced by the deleter"};
+  int failures = 0;
+  for (int v = SKIP_EXPORT; v <= DELETER_NOT_RELEASE; v++) {
+    int mattered = 0, caught = 0;
+    for (int i = 0; i < programs; i++) {
+      static program p;
+      program_generate(&p, first + (uint64_t)i);
+      verdict r = program_run(&p, (variant)v, 0);
+      if (r.affected == 0) continue;
+      mattered++;
+      caught += r.races != 0 || r.mismatches != 0;
+    }
+    double rate = mattered ? 100.0 * caught / mattered : 0;
+    printf("control, %s: caught in %d of %d programs where it changed something (%.0f %%)\n",
+           names[v], caught, mattered, rate);
+    if (mattered < 5 || rate < 90) failures++;
+  }
+  return failures;
+}
+
+int main(int argc, char **argv) {
+#ifdef SANITIZED
+  int programs = 60, controls = 25;
+#else
+  int programs = 300, controls = 100;
+#endif
+  uint64_t first = 1;
+  double seconds = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--programs") == 0) programs = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--first") == 0) first = strtoull(argv[i + 1], NULL, 10);
+    if (strcmp(argv[i], "--controls") == 0) controls = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
+    if (strcmp(argv[i], "--seed") == 0) {
+      static program p;
+      program_generate(&p, strtoull(argv[i + 1], NULL, 10));
+      verdict r = program_run(&p, WITH_DLSYNC, 1);
+      printf("%s\n", r.failed ? r.why : "passed");
+      return r.failed;
+    }
+  }
+  double start = now_s();
+  totals t = {0};
+  run_regressions();
+  if (regressions_failed) return 1;
+  if (seconds > 0) {
+    uint64_t seed = (uint64_t)time(NULL) * 1000003u;
+    while (now_s() - start < seconds)
+      if (run_seed(seed++, &t)) return 1;
+  } else {
+    for (int i = 0; i < programs; i++)
+      if (run_seed(first + (uint64_t)i, &t)) return 1;
+  }
+  printf("%ld programs, %ld operations, %ld dlsync calls judged, in %.1f s: none failed\n",
+         t.programs, t.ops, t.calls, now_s() - start);
+  const run_counts *c = &program_counts;
+  printf(
+      "answers: %ld OK or released now, %ld ordered, %ld deferred, %ld kept by graphs, "
+      "%ld EINVAL, %ld ECAPTURE; %ld captures (%ld graphs launched), %ld host syncs, "
+      "%ld shutdowns, %ld forks, %ld deleters on the release thread\n",
+      c->statuses[0], c->statuses[1], c->statuses[2], c->statuses[3], c->statuses[4],
+      c->statuses[5], c->captures, c->graphs_launched, c->host_syncs, c->shutdowns, c->forks,
+      c->deleters_on_release_thread);
+  if (seconds > 0) return 0;
+  int failures = run_controls(first, controls);
+  printf("controls and programs in %.1f s\n", now_s() - start);
+  return failures != 0;
+}
