@@ -60,6 +60,9 @@ static void *time_pool(void *arg) {
   enum { POOL_OPS = 1000000 };
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, &null_backend);
+  static int stream; /* any explicit handle: the null backend records nothing */
+  dl_sync__bound bound;
+  dl_sync__bind(&guard, dl_sync_stream_view(r->device, &stream), &bound);
   while (!atomic_load(&pool_go)) {
   }
   double cpu_start = thread_cpu_ns();
@@ -68,7 +71,7 @@ static void *time_pool(void *arg) {
     void *event;
     if (r->cached) {
       dl_sync__borrowed borrowed;
-      dl_sync__pool_borrow(&null_backend, r->device, NULL, 0, &guard, &borrowed);
+      dl_sync__pool_borrow(&guard, &bound, &borrowed);
       dl_sync__pool_return(&borrowed);
     } else {
       dl_sync__pool_acquire(r->pool, &guard, &event);
@@ -88,7 +91,12 @@ static void bench_pool(int cached) {
       for (int t = 0; t < threads; t++) {
         runs[t].cached = cached;
         runs[t].device = (DLDevice){kDLCUDA, t % devices};
-        dl_sync__pool_get(&null_backend, runs[t].device, NULL, 0, &runs[t].pool);
+        dl_sync__guard guard;
+        dl_sync__guard_init(&guard, &null_backend);
+        static int stream;
+        dl_sync__bound bound;
+        dl_sync__bind(&guard, dl_sync_stream_view(runs[t].device, &stream), &bound);
+        dl_sync__pool_for_stream(&guard, &bound, &runs[t].pool);
         pthread_create(&runs[t].thread, NULL, time_pool, &runs[t]);
       }
       long allocations_before = atomic_load(&allocations);

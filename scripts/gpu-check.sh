@@ -231,7 +231,8 @@ required_modes_of() {
     gpu_ordering_*) echo "stream-argument n0 n1 legacy-stream per-thread-stream stream-0
       capture-global capture-thread-local capture-relaxed external-wait threads" ;;
     gpu_contexts) echo "created-contexts default-stream-other-context reset capture-cold-context
-      capture-survives-synchronize capture-survives-release-poll release-legacy-other-context" ;;
+      capture-survives-synchronize capture-survives-release-poll release-legacy-other-context
+      green-context" ;;
     gpu_release) echo "release-reuse-stream release-deferred release-capture" ;;
   esac
 }

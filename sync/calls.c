@@ -6,14 +6,23 @@
  */
 #include "internal.h"
 
-int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream) {
+int dl_sync__record_pooled(dl_sync__guard *guard, void *event, const dl_sync__bound *stream,
+                           int *gone) {
   const dl_sync_backend *b = guard->backend;
   int status = dl_sync__guard_enter(guard, stream);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_record(b->ctx, event, stream->stream.handle);
-  return code == 0
-             ? DL_SYNC_OK
-             : dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream->stream.device);
+  if (code == 0) return DL_SYNC_OK;
+  /* The stream was asked about before (its capture state), so the event is what is gone. */
+  if (gone != NULL && dl_sync__cuda_driver_event_gone(b, code)) {
+    *gone = 1;
+    return DL_SYNC_EBACKEND;
+  }
+  return dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_RECORD, code, stream->stream.device);
+}
+
+int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream) {
+  return dl_sync__record_pooled(guard, event, stream, NULL);
 }
 
 int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event) {

@@ -7,7 +7,8 @@
  * device N (backends without). A call on a default stream runs with its place current, a
  * pool's events are made with the pool's context current, and the caller's exact context
  * (or device) is current again at the end. Explicit handles carry their context: calls on
- * them switch nothing.
+ * them switch nothing. A context current to one thread at a time (a CUDA green context) is
+ * made current only where the caller has it: elsewhere another thread may.
  */
 #include "internal.h"
 
@@ -82,6 +83,46 @@ int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context) {
   }
   guard->switched = 1;
   return DL_SYNC_OK;
+}
+
+/* A default stream is bound to the caller's context or to a primary context (never a green
+   one): only the caller's needs asking, with it current, through the legacy handle. */
+int dl_sync__context_exclusive(dl_sync__guard *guard, const dl_sync__bound *stream,
+                               int *exclusive) {
+  *exclusive = 0;
+  if (!guard->contexts) return DL_SYNC_OK;
+  void *handle = stream->stream.handle;
+  if (stream->is_default) {
+    if (stream->context != guard->caller_context) return DL_SYNC_OK;
+    int status = dl_sync__guard_enter(guard, stream);
+    if (status != DL_SYNC_OK) return status;
+    handle = DL_SYNC_STREAM_LEGACY;
+  }
+  const dl_sync_backend *b = guard->backend;
+  int code = dl_sync__cuda_driver_stream_green(b, handle, exclusive);
+  return code == 0
+             ? DL_SYNC_OK
+             : dl_sync__runtime_call_error(b, "cuStreamGetGreenCtx", code, stream->stream.device);
+}
+
+/* cuGreenCtxCreate: "a green context can be current to only one thread at a time": a
+   thread that does not have it current cannot know that no other thread has, and never
+   makes it current; its pool's events are made where it is current. */
+int dl_sync__guard_use_to_create(dl_sync__guard *guard, DLDevice device, void *context,
+                                 uint64_t context_id, int exclusive) {
+  int status = know_caller(guard, device);
+  if (status != DL_SYNC_OK || !exclusive || context == guard->caller_context)
+    return status != DL_SYNC_OK ? status : dl_sync__guard_use(guard, device, context);
+  return dl_sync__error(
+      DL_SYNC_ENOTSUP,
+      "the event pool of the green context with id %llu on %s:%d has no idle event, and "
+      "making one needs that context current on this thread, which may not be done while "
+      "another thread has it current (cuda.h: \"a green context can be current to only one "
+      "thread at a time\"): make this call from the thread that has the green context "
+      "current, or warm its pool there first (one export of one of its streams from that "
+      "thread leaves an event every thread can use)",
+      (unsigned long long)context_id, dl_sync__device_type_name(device.device_type),
+      (int)device.device_id);
 }
 
 int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status) {

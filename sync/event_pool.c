@@ -9,7 +9,13 @@
  * one back never allocates and never fails: that is what lets graph user-object
  * destructors, which run where no runtime call is allowed, return events.
  *
- * In front of the pools stand the threads' caches (thread_cache.c).
+ * In front of the pools stand the threads' caches (thread_cache.c), except for a context
+ * current to one thread at a time (a CUDA green context): only the thread that has it
+ * current can make its events, so they go back to the pool, where every thread finds them.
+ *
+ * A pool whose events answer a record as gone (its context was reset and kept its
+ * identity: cuda.h does not say whether a reset primary context gets a new cuCtxGetId) is
+ * dropped, and a fresh one takes its key.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -80,16 +86,32 @@ static void pool_free(dl_sync__pool *pool) {
   free(pool);
 }
 
+int dl_sync__pool_dropped(const dl_sync__pool *pool) {
+  return atomic_load_explicit(&pool->dropped, memory_order_relaxed);
+}
+
+void dl_sync__pool_drop(dl_sync__pool *pool) {
+  atomic_store(&pool->dropped, 1);
+}
+
+int dl_sync__pool_shared_only(const dl_sync__pool *pool) {
+  return pool->exclusive;
+}
+
 /* Keyed by the context's identity, never its handle: a reset primary context keeps its
    handle and loses its events, and a destroyed context's handle can come back for a new
    one. A pool of a context that is gone is never found again; shutdown forgets it. */
 static dl_sync__pool *find_pool(dl_sync__pool *pool, uint64_t context_id) {
-  while (pool != NULL && pool->context_id != context_id) pool = pool->next;
+  while (pool != NULL && (pool->context_id != context_id || dl_sync__pool_dropped(pool)))
+    pool = pool->next;
   return pool;
 }
 
-int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
-                      uint64_t context_id, dl_sync__pool **out) {
+/* The pool of stream's context (identified), made when there is none. */
+static int pool_get(dl_sync__guard *guard, const dl_sync__bound *stream, dl_sync__pool **out) {
+  const dl_sync_backend *backend = guard->backend;
+  DLDevice device = stream->stream.device;
+  uint64_t context_id = stream->context_id;
   pool_set *set = find_set(backend, 1);
   if (set == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM,
@@ -101,10 +123,14 @@ int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *con
   *out = find_pool(first, context_id);
   if (*out != NULL) return DL_SYNC_OK;
   watch_fork(); /* registered at first use: nothing runs at library load */
-  dl_sync__pool *fresh = pool_new(backend, device, context, context_id);
+  int exclusive = 0;
+  int status = dl_sync__context_exclusive(guard, stream, &exclusive);
+  if (status != DL_SYNC_OK) return status;
+  dl_sync__pool *fresh = pool_new(backend, device, stream->context, context_id);
   if (fresh == NULL)
     return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate the event pool of %s:%d",
                           dl_sync__device_type_name(device.device_type), (int)device.device_id);
+  fresh->exclusive = exclusive;
   for (;;) {
     fresh->next = first;
     if (atomic_compare_exchange_strong(slot, &first, fresh)) {
@@ -121,9 +147,7 @@ int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *con
 
 int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out) {
   int status = dl_sync__identify(guard, stream);
-  return status != DL_SYNC_OK ? status
-                              : dl_sync__pool_get(guard->backend, stream->stream.device,
-                                                  stream->context, stream->context_id, out);
+  return status != DL_SYNC_OK ? status : pool_get(guard, stream, out);
 }
 
 static void *ring_pop(dl_sync__pool *pool, int oldest) {
@@ -177,7 +201,8 @@ static void *take_idle(dl_sync__pool *pool, int oldest) {
 
 static int create_event(dl_sync__pool *pool, dl_sync__guard *guard, void **event) {
   const dl_sync_backend *b = pool->backend;
-  int status = dl_sync__guard_use(guard, pool->device, pool->context);
+  int status = dl_sync__guard_use_to_create(guard, pool->device, pool->context, pool->context_id,
+                                            pool->exclusive);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_create(b->ctx, event);
   if (code != 0) return dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_CREATE, code, pool->device);
@@ -222,6 +247,31 @@ int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **eve
   return status;
 }
 
+/* An event whose record failed goes back; when it was gone, its pool is dropped first. */
+static void record_failed(dl_sync__pool *pool, void *event, int gone) {
+  if (gone) dl_sync__pool_drop(pool);
+  dl_sync__pool_release(pool, event);
+}
+
+int dl_sync__pool_acquire_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
+                                   dl_sync__pool **pool, void **event) {
+  for (int attempt = 0;; attempt++) {
+    *event = NULL;
+    int status = dl_sync__pool_for_stream(guard, stream, pool);
+    if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(*pool, guard, event);
+    if (status != DL_SYNC_OK) return status;
+    int gone = 0;
+    status = dl_sync__record_pooled(guard, *event, stream, attempt == 0 ? &gone : NULL);
+    if (status == DL_SYNC_OK) return status;
+    /* The pool that just handed out *event is not retired (only dl_sync_shutdown retires
+       pools, never during another call), so the acquire freed nothing.
+       NOLINTNEXTLINE(clang-analyzer-unix.Malloc) */
+    record_failed(*pool, *event, gone);
+    *event = NULL;
+    if (!gone) return status;
+  }
+}
+
 /* After dl_sync_shutdown left the pool behind, its events are never handed out again
    (a device reset may have destroyed them): the pool goes with its last one. */
 void dl_sync__pool_release(dl_sync__pool *pool, void *event) {
@@ -259,6 +309,7 @@ dl_sync__pool *dl_sync__pools_of(const dl_sync_backend *backend, int32_t device_
 
 void dl_sync__pool_add_stats(dl_sync__pool *pool, uint64_t cached, uint64_t cached_acquired,
                              dl_sync_pool_stats *out) {
+  if (dl_sync__pool_dropped(pool)) return; /* its events died with its context */
   /* Events in thread caches are idle, not outstanding, as if they were in the pool. */
   lock(&pool->lock);
   out->created += pool->created;
@@ -278,7 +329,8 @@ static int context_alive(const dl_sync_backend *b, void *context, uint64_t conte
 }
 
 int dl_sync__pool_alive(const dl_sync__pool *pool) {
-  return context_alive(pool->backend, pool->context, pool->context_id);
+  return !dl_sync__pool_dropped(pool) &&
+         context_alive(pool->backend, pool->context, pool->context_id);
 }
 
 /* Retires pool and destroys its idle events. They are taken out under its lock and
@@ -289,7 +341,7 @@ int dl_sync__pool_alive(const dl_sync__pool *pool) {
 static int drain(dl_sync__pool *pool, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
-  int alive = context_alive(b, pool->context, pool->context_id);
+  int alive = dl_sync__pool_alive(pool);
   lock(&pool->lock);
   void **ring = pool->ring;
   size_t head = pool->head, count = pool->count, capacity = pool->capacity;

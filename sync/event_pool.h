@@ -23,6 +23,8 @@ struct dl_sync__pool {
   uint64_t context_id; /* its identity: the key (0 without contexts) */
   dl_sync__pool *next; /* the device's other pools (other contexts); set once */
   unsigned generation; /* fork_generation when made: a child's pools are its own */
+  int exclusive;       /* its context is current to one thread at a time: no thread caches */
+  atomic_int dropped;  /* left behind: its events died with its context (dl_sync__pool_drop) */
   int retired;         /* left behind by dl_sync_shutdown, under lock */
   void **ring;         /* idle events, oldest at head */
   size_t head, count, capacity;

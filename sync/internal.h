@@ -187,6 +187,15 @@ static inline int dl_sync__identify(dl_sync__guard *guard, dl_sync__bound *bound
 }
 /* Makes context (of device; without contexts: device) current, when it is not. */
 int dl_sync__guard_use(dl_sync__guard *guard, DLDevice device, void *context);
+/* Whether stream's context (identified) may be current to one thread at a time only (a
+   CUDA green context): dlsync then never makes it current where the caller does not have
+   it. Asked once per pool. */
+DL_SYNC__COLD int dl_sync__context_exclusive(dl_sync__guard *guard, const dl_sync__bound *stream,
+                                             int *exclusive);
+/* Makes a pool's context current to create its events: as dl_sync__guard_use, but an
+   exclusive context only when it is the caller's (ENOTSUP otherwise, saying why). */
+DL_SYNC__COLD int dl_sync__guard_use_to_create(dl_sync__guard *guard, DLDevice device,
+                                               void *context, uint64_t context_id, int exclusive);
 /* Makes bound's context (device) current when calls on it need it (a default stream). */
 static inline int dl_sync__guard_enter(dl_sync__guard *guard, const dl_sync__bound *bound) {
   return bound->is_default ? dl_sync__guard_use(guard, bound->stream.device, bound->context)
@@ -209,6 +218,12 @@ int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_st
 /* backends/cuda_driver.c: gives back the primary-context references the driver backend
    took to name default streams; called by dl_sync_shutdown once the pools are gone. */
 int dl_sync__cuda_driver_release_contexts(void);
+/* backends/cuda_driver.c, for the driver backend (0 and *green 0 for any other): whether
+   stream (CU_STREAM_LEGACY: the current context) is a green context's; the runtime's code. */
+int dl_sync__cuda_driver_stream_green(const dl_sync_backend *backend, void *stream, int *green);
+/* Whether a record's code says the event no longer exists (its context reset or destroyed
+   under it). */
+int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code);
 
 /* backend.c */
 int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
@@ -225,12 +240,25 @@ int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b);
 
 /* event_pool.c: one pool per (backend, device, context identity); events are made there. */
 typedef struct dl_sync__pool dl_sync__pool;
-DL_SYNC__COLD int dl_sync__pool_get(const dl_sync_backend *backend, DLDevice device, void *context,
-                                    uint64_t context_id, dl_sync__pool **out);
-/* The pool for events recorded on stream (identified first). */
+/* The pool for events recorded on stream (identified first; made when there is none). */
 int dl_sync__pool_for_stream(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__pool **out);
 /* Takes an idle event, or creates one (guard makes the pool's context current). */
 DL_SYNC__COLD int dl_sync__pool_acquire(dl_sync__pool *pool, dl_sync__guard *guard, void **event);
+/* An event of stream's pool recorded on stream, for the caller to keep (a tensor's, a
+   graph's, a pending release's). A record that answers that the event is gone drops the
+   pool (its context was reset under the same identity) and records once more with an
+   event of a fresh pool. */
+int dl_sync__pool_acquire_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
+                                   dl_sync__pool **pool, void **event);
+/* Leaves pool behind: its events died with its context, which kept its identity. It is
+   never found again (a fresh pool takes its key), its events are never handed out or
+   destroyed, and the thread caches unbind it when they meet it. */
+DL_SYNC__COLD void dl_sync__pool_drop(dl_sync__pool *pool);
+/* Whether pool is one that dl_sync__pool_drop left behind (a relaxed read: cheap). */
+int dl_sync__pool_dropped(const dl_sync__pool *pool);
+/* Whether events of pool go back to the pool rather than to a thread's cache: a context
+   current to one thread at a time, whose events other threads cannot make. */
+int dl_sync__pool_shared_only(const dl_sync__pool *pool);
 /* For the tests: called (when set) in the middle of giving a thread cache slot's events
    back to their pool, where they are in both. */
 extern void (*dl_sync__cache_flush_hook)(void);
@@ -249,13 +277,16 @@ typedef struct dl_sync__borrowed {
   dl_sync__pool *pool;
   void *slot; /* the calling thread's cache slot, or NULL */
 } dl_sync__borrowed;
-/* An idle event of the pool of (backend, device, context identity), through the calling
-   thread's cache of idle events, so that threads working on one device do not contend for
-   its pool (in steady state no lock and no pool lookup). Only for an event that the calling
-   thread takes and gives back within one call; an event that outlives the call (owned by
-   a graph or a tensor) comes from dl_sync__pool_acquire. */
-int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
-                         uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out);
+/* An idle event of stream's pool (stream identified), recorded on stream, through the
+   calling thread's cache of idle events, so that threads working on one device do not
+   contend for its pool (in steady state no lock and no pool lookup). Only for an event
+   that the calling thread takes and gives back within one call; an event that outlives the
+   call (owned by a graph or a tensor) comes from dl_sync__pool_acquire_recorded, whose
+   retry this shares. On failure nothing stays borrowed. */
+int dl_sync__pool_borrow_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
+                                  dl_sync__borrowed *out);
+/* The borrow alone (the event not recorded yet). */
+int dl_sync__pool_borrow(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__borrowed *out);
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
@@ -266,7 +297,6 @@ typedef struct dl_sync__dep {
   dl_sync__guard guard;
   const dl_sync_backend *backend;
   dl_sync__bound src, dst; /* bound by one guard, of one device family */
-  dl_sync__pool *pool;     /* src's, found when first needed */
   int none_arg;            /* export(stream=None): may be no sync while src captures */
   /* dst's capture state, queried at most once for all the sources ordered before it:
      ordering a source never changes it (a wait that would pull dst into a capture is
@@ -278,6 +308,11 @@ typedef struct dl_sync__dep {
 /* calls.c: the backend calls on one bound stream, its place made current by guard when it
    is a default stream, a failure turned into a status. */
 int dl_sync__record(dl_sync__guard *guard, void *event, const dl_sync__bound *stream);
+/* dl_sync__record of a pooled event: when the runtime answers that the event no longer
+   exists, *gone is set and no message written (the caller records once more with a fresh
+   event, through dl_sync__record). */
+int dl_sync__record_pooled(dl_sync__guard *guard, void *event, const dl_sync__bound *stream,
+                           int *gone);
 int dl_sync__wait(dl_sync__guard *guard, const dl_sync__bound *stream, void *event);
 /* Hands object to the graph capturing on stream: release(object) runs once, when the graph
    is gone (now or later when this fails). */

@@ -22,23 +22,14 @@ int dl_sync__dep_dst_capture(dep *d, const dl_sync_capture_info **info) {
   return DL_SYNC_OK;
 }
 
-/* The pool of src's device (and context), found once per dependency. */
-static int src_pool(dep *d) {
-  if (d->pool != NULL) return DL_SYNC_OK;
-  return dl_sync__pool_for_stream(&d->guard, &d->src, &d->pool);
-}
-
 /* The steady-state path: a pooled event, recorded, waited on, given back at once. */
 int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src,
                              const dl_sync__bound *dst) {
   dl_sync__borrowed event;
   int status = dl_sync__identify(guard, src);
-  if (status == DL_SYNC_OK)
-    status = dl_sync__pool_borrow(guard->backend, src->stream.device, src->context, src->context_id,
-                                  guard, &event);
+  if (status == DL_SYNC_OK) status = dl_sync__pool_borrow_recorded(guard, src, &event);
   if (status != DL_SYNC_OK) return status;
-  status = dl_sync__record(guard, event.event, src);
-  if (status == DL_SYNC_OK) status = dl_sync__wait(guard, dst, event.event);
+  status = dl_sync__wait(guard, dst, event.event);
   dl_sync__pool_return(&event);
   return status;
 }
@@ -66,16 +57,10 @@ static void graph_event_release(void *object) {
 DL_SYNC__COLD static int wait_external(dep *d) {
   int status = dl_sync__external_wait_usable(d->backend, d->dst.stream.handle);
   if (status != DL_SYNC_OK) return status;
-  status = src_pool(d);
-  if (status != DL_SYNC_OK) return status;
   graph_event *owned = malloc(sizeof *owned);
   if (owned == NULL) return dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a graph-owned event");
-  owned->pool = d->pool;
-  owned->event = NULL;
-  status = dl_sync__pool_acquire(d->pool, &d->guard, &owned->event);
-  if (status == DL_SYNC_OK) status = dl_sync__record(&d->guard, owned->event, &d->src);
+  status = dl_sync__pool_acquire_recorded(&d->guard, &d->src, &owned->pool, &owned->event);
   if (status != DL_SYNC_OK) {
-    if (owned->event != NULL) dl_sync__pool_release(d->pool, owned->event);
     free(owned);
     return status;
   }
@@ -133,7 +118,6 @@ int dl_sync__dep_order(dep *d) {
 
 int dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst, int none_arg) {
   d->backend = backend;
-  d->pool = NULL;
   d->none_arg = none_arg;
   d->dst_queried = 0;
   dl_sync__guard_init(&d->guard, backend);
@@ -141,7 +125,6 @@ int dl_sync__dep_init(dep *d, const dl_sync_backend *backend, dl_sync_stream dst
 }
 
 int dl_sync__dep_set_source(dep *d, dl_sync_stream src) {
-  d->pool = NULL; /* the source's own, found when needed */
   return dl_sync__bind(&d->guard, src, &d->src);
 }
 

@@ -52,9 +52,7 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
   if (p == NULL) return no_memory();
   dl_sync__pool *pool = NULL;
   void *event = NULL;
-  int status = dl_sync__pool_for_stream(guard, consumer, &pool);
-  if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(pool, guard, &event);
-  if (status == DL_SYNC_OK) status = dl_sync__record(guard, event, consumer);
+  int status = dl_sync__pool_acquire_recorded(guard, consumer, &pool, &event);
   if (status == DL_SYNC_OK)
     status = dl_sync__pending_defer(p, guard->backend, pool, event, consumer);
   if (status == DL_SYNC_OK) return DL_SYNC_RELEASE_DEFERRED;

@@ -180,7 +180,7 @@ static int check_tensor_stream(const tensor_view *v, const char *what, dl_sync_s
       dl_sync__device_type_name(stream.device.device_type), (int)stream.device.device_id);
 }
 
-/* A new owner with a pooled event; NULL (and a status) on failure. */
+/* A new owner with a pooled event recorded on producer; NULL (and a status) on failure. */
 static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, int *status) {
   tensor_owner *owner = calloc(1, sizeof *owner);
   if (owner == NULL) {
@@ -188,8 +188,7 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
     return NULL;
   }
   void *event = NULL;
-  *status = dl_sync__pool_for_stream(guard, producer, &owner->pool);
-  if (*status == DL_SYNC_OK) *status = dl_sync__pool_acquire(owner->pool, guard, &event);
+  *status = dl_sync__pool_acquire_recorded(guard, producer, &owner->pool, &event);
   if (*status != DL_SYNC_OK) {
     free(owner);
     return NULL;
@@ -283,13 +282,17 @@ static int writable(const tensor_view *v, const dl_sync_tensor_event_owner *reco
 
 /* The producer's reuse stream goes into a record this copy owns, with its context as the
    producer's call names it (bound by the call's guard before anything was switched): the
-   legacy stream is the one of the context current here, not of the consumer's. */
+   legacy stream is the one of the context current here, not of the consumer's. A context
+   current to one thread at a time (a green context) is not named: a release from another
+   thread could not make it current to order its legacy stream, and is deferred instead. */
 static int name_reuse(dl_sync__guard *guard, dl_sync_tensor_event_owner *record,
                       dl_sync__bound *reuse) {
   if (reuse == NULL) return DL_SYNC_OK;
   int names_context = guard->contexts && reuse->is_default; /* an explicit handle names its own */
-  int status = names_context ? dl_sync__identify(guard, reuse) : DL_SYNC_OK;
+  dl_sync__pool *pool = NULL; /* its context's: says whether it is exclusive, asked once */
+  int status = names_context ? dl_sync__pool_for_stream(guard, reuse, &pool) : DL_SYNC_OK;
   if (status != DL_SYNC_OK) return status;
+  if (pool != NULL && dl_sync__pool_shared_only(pool)) names_context = 0;
   record->reuse_stream = reuse->stream.handle;
   record->reuse_device = reuse->stream.device;
   record->reuse_context = names_context ? reuse->context : NULL;
@@ -341,10 +344,11 @@ static int record(const tensor_view *v, dl_sync_stream producer, const dl_sync_s
   if (status == DL_SYNC_OK) status = recordable(v, record, &guard, &bound);
   tensor_owner *fresh = NULL;
   if (status == DL_SYNC_OK && record == NULL) {
-    fresh = new_owner(&guard, &bound, &status);
+    fresh = new_owner(&guard, &bound, &status); /* recorded */
     if (fresh != NULL) record = &fresh->record;
+  } else if (status == DL_SYNC_OK) {
+    status = dl_sync__record(&guard, record->event, &bound);
   }
-  if (status == DL_SYNC_OK) status = dl_sync__record(&guard, record->event, &bound);
   if (status == DL_SYNC_OK)
     status = name_reuse(&guard, record, reuse != NULL ? &reuse_bound : NULL);
   if (fresh != NULL && status != DL_SYNC_OK)

@@ -6,7 +6,9 @@
  * given back within one call go through it. A thread's cache returns to the pools when the
  * thread exits (the platform's thread-exit hook, which makes no runtime call) and at
  * dl_sync_shutdown. Backends that query before reuse bypass it: the pool alone knows which
- * idle event is the oldest.
+ * idle event is the oldest; so do pools of a context current to one thread at a time,
+ * whose events only that thread can make. A slot of a pool that was dropped (its events
+ * died with its context) is never used again: the next binding takes it over.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -125,14 +127,19 @@ static thread_cache *cache_of_this_thread(void) {
   return cache->state == CACHE_LIVE ? cache : new_cache(cache);
 }
 
-/* A free slot of cache for pool, flushing one in turn when all are bound. */
+/* A free slot of cache for pool: an unbound one, else one of a dropped pool, else one in
+   turn (flushed first). */
 DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *pool) {
   cache_slot *unbound = NULL;
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS && unbound == NULL; i++)
     if (atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED) == NULL)
       unbound = &cache->slots[i];
-  if (unbound == NULL) { /* more pools than slots: the bound ones give way in turn */
+  for (size_t i = 0; i < DL_SYNC__CACHE_POOLS && unbound == NULL; i++)
+    if (dl_sync__pool_dropped(atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED)))
+      unbound = &cache->slots[i];
+  if (unbound == NULL) /* more pools than slots: the bound ones give way in turn */
     unbound = &cache->slots[cache->next_victim++ % DL_SYNC__CACHE_POOLS];
+  if (atomic_load_explicit(&unbound->pool, DL_SYNC__RELAXED) != NULL) {
     dl_sync__mutex_lock(&caches_lock); /* stats see the events in one place or the other */
     slot_flush(unbound);
     dl_sync__mutex_unlock(&caches_lock);
@@ -141,26 +148,27 @@ DL_SYNC__COLD static cache_slot *bind_slot(thread_cache *cache, dl_sync__pool *p
   return unbound;
 }
 
-/* The slot of this thread bound to the pool of (backend, device, context identity), or
-   NULL. */
+/* The slot of this thread bound to the live pool of (backend, device, context identity),
+   or NULL. */
 static cache_slot *bound_slot(thread_cache *cache, const dl_sync_backend *backend,
                               int32_t device_id, uint64_t context_id) {
   for (size_t i = 0; i < DL_SYNC__CACHE_POOLS; i++) {
     dl_sync__pool *pool = atomic_load_explicit(&cache->slots[i].pool, DL_SYNC__RELAXED);
     if (pool != NULL && pool->backend == backend && pool->device.device_id == device_id &&
-        pool->context_id == context_id)
+        pool->context_id == context_id && !dl_sync__pool_dropped(pool))
       return &cache->slots[i];
   }
   return NULL;
 }
 
-int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *context,
-                         uint64_t context_id, dl_sync__guard *guard, dl_sync__borrowed *out) {
+int dl_sync__pool_borrow(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__borrowed *out) {
+  const dl_sync_backend *backend = guard->backend;
   out->slot = NULL;
   thread_cache *cache =
       (backend->flags & DL_SYNC_BACKEND_QUERY_BEFORE_REUSE) == 0 ? cache_of_this_thread() : NULL;
-  cache_slot *slot =
-      cache != NULL ? bound_slot(cache, backend, device.device_id, context_id) : NULL;
+  cache_slot *slot = cache != NULL ? bound_slot(cache, backend, stream->stream.device.device_id,
+                                                stream->context_id)
+                                   : NULL;
   unsigned count = slot != NULL ? atomic_load_explicit(&slot->count, DL_SYNC__RELAXED) : 0;
   if (count != 0) { /* the steady state: no lock, no pool lookup */
     out->event = slot->events[count - 1];
@@ -171,11 +179,28 @@ int dl_sync__pool_borrow(const dl_sync_backend *backend, DLDevice device, void *
     atomic_store_explicit(&slot->acquired, acquired + 1, DL_SYNC__RELAXED);
     return DL_SYNC_OK;
   }
-  int status = dl_sync__pool_get(backend, device, context, context_id, &out->pool);
+  int status = dl_sync__pool_for_stream(guard, stream, &out->pool);
   if (status == DL_SYNC_OK) status = dl_sync__pool_acquire(out->pool, guard, &out->event);
-  if (status == DL_SYNC_OK && cache != NULL)
+  if (status == DL_SYNC_OK && cache != NULL && !dl_sync__pool_shared_only(out->pool))
     out->slot = slot != NULL ? slot : bind_slot(cache, out->pool);
   return status;
+}
+
+int dl_sync__pool_borrow_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
+                                  dl_sync__borrowed *out) {
+  for (int attempt = 0;; attempt++) {
+    int status = dl_sync__pool_borrow(guard, stream, out);
+    if (status != DL_SYNC_OK) return status;
+    int gone = 0;
+    status = dl_sync__record_pooled(guard, out->event, stream, attempt == 0 ? &gone : NULL);
+    if (status == DL_SYNC_OK) return status;
+    if (!gone) {
+      dl_sync__pool_return(out);
+      return status;
+    }
+    dl_sync__pool_drop(out->pool);
+    dl_sync__pool_release(out->pool, out->event); /* into the dropped pool, never used again */
+  }
 }
 
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed) {

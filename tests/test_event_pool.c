@@ -96,6 +96,20 @@ static const dl_sync_backend ring_backend = {
     .error_status = status_of,
 };
 
+/* The pool of backend's device (the test backends have no contexts), as a call finds it
+   for a stream there. */
+static int pool_get(const dl_sync_backend *backend, DLDevice device, dl_sync__pool **out) {
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, backend);
+  dl_sync__bound stream = {.stream = dl_sync_stream_view(device, (void *)0x10), .identified = 1};
+  return dl_sync__pool_for_stream(&guard, &stream, out);
+}
+
+static int borrow(dl_sync__guard *guard, DLDevice device, dl_sync__borrowed *out) {
+  dl_sync__bound stream = {.stream = dl_sync_stream_view(device, (void *)0x10), .identified = 1};
+  return dl_sync__pool_borrow(guard, &stream, out);
+}
+
 static void *acquire(dl_sync__pool *pool) {
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, &ring_backend);
@@ -108,7 +122,7 @@ static void test_growth_with_wrapped_idle_events_keeps_each_once(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(pool_get(&ring_backend, device, &pool), DL_SYNC_OK);
   /* 16 live events (the first capacity), all idle, oldest first: 1..16. */
   void *events[17];
   for (int i = 1; i <= 16; i++) events[i] = acquire(pool);
@@ -154,8 +168,7 @@ static void test_a_shutdown_during_the_reuse_query_frees_the_pool_once(void **st
     dl_sync_backend shutting = ring_backend;
     shutting.name = "shutting";
     dl_sync__pool *pool = NULL;
-    assert_int_equal(dl_sync__pool_get(&shutting, (DLDevice){kDLCUDA, 0}, NULL, 0, &pool),
-                     DL_SYNC_OK);
+    assert_int_equal(pool_get(&shutting, (DLDevice){kDLCUDA, 0}, &pool), DL_SYNC_OK);
     dl_sync__guard guard;
     dl_sync__guard_init(&guard, &shutting);
     void *event = NULL;
@@ -192,7 +205,7 @@ static void test_shutdown_racing_a_graph_destructor(void **state) {
     memset(destroyed, 0, sizeof destroyed);
     dl_sync__pool *pool = NULL;
     DLDevice device = {kDLCUDA, 0};
-    assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+    assert_int_equal(pool_get(&ring_backend, device, &pool), DL_SYNC_OK);
     void *job[2] = {pool, acquire(pool)};
     pthread_t destructor;
     assert_int_equal(pthread_create(&destructor, NULL, give_back, job), 0);
@@ -210,14 +223,14 @@ static void test_a_retired_pool_is_freed_with_its_last_event(void **state) {
   long before = dl_sync__pools_allocated();
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(pool_get(&ring_backend, device, &pool), DL_SYNC_OK);
   void *owned = acquire(pool);
   assert_int_equal(dl_sync__pools_allocated() - before, 1);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
   assert_int_equal(dl_sync__pools_allocated() - before, 1); /* retired: the graph's event */
   dl_sync__pool_release(pool, owned);
   assert_int_equal(dl_sync__pools_allocated() - before, 0);
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(pool_get(&ring_backend, device, &pool), DL_SYNC_OK);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_OK);
   assert_int_equal(dl_sync__pools_allocated() - before, 0);
 }
@@ -274,17 +287,14 @@ static void test_statistics_never_see_an_evicted_slot_twice(void **state) {
   dl_sync__guard_init(&guard, &evicting);
   for (int32_t d = 0; d < 4; d++) { /* one event in each of four slots */
     dl_sync__borrowed borrowed;
-    assert_int_equal(
-        dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, d}, NULL, 0, &guard, &borrowed),
-        DL_SYNC_OK);
+    assert_int_equal(borrow(&guard, (DLDevice){kDLCUDA, d}, &borrowed), DL_SYNC_OK);
     dl_sync__pool_return(&borrowed);
   }
   pthread_t reader;
   assert_int_equal(pthread_create(&reader, NULL, read_stats_during_eviction, NULL), 0);
   dl_sync__cache_flush_hook = in_the_middle_of_an_eviction;
   dl_sync__borrowed fifth; /* evicts device 0's slot, the first bound */
-  assert_int_equal(dl_sync__pool_borrow(&evicting, (DLDevice){kDLCUDA, 4}, NULL, 0, &guard, &fifth),
-                   DL_SYNC_OK);
+  assert_int_equal(borrow(&guard, (DLDevice){kDLCUDA, 4}, &fifth), DL_SYNC_OK);
   dl_sync__cache_flush_hook = NULL;
   dl_sync__pool_return(&fifth);
   assert_int_equal(pthread_join(reader, NULL), 0);
@@ -310,9 +320,7 @@ static void *borrow_then_exit(void *unused) {
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, &exiting);
   dl_sync__borrowed borrowed;
-  if (dl_sync__pool_borrow(&exiting, (DLDevice){kDLCUDA, 0}, NULL, 0, &guard, &borrowed) !=
-      DL_SYNC_OK)
-    return (void *)1;
+  if (borrow(&guard, (DLDevice){kDLCUDA, 0}, &borrowed) != DL_SYNC_OK) return (void *)1;
   int cached = borrowed.slot != NULL;
   dl_sync__pool_return(&borrowed);
   return cached ? NULL : (void *)1;
@@ -346,7 +354,7 @@ static void test_a_forked_child_starts_without_pools(void **state) {
   (void)state;
   dl_sync__pool *pool = NULL;
   DLDevice device = {kDLCUDA, 0};
-  assert_int_equal(dl_sync__pool_get(&ring_backend, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(pool_get(&ring_backend, device, &pool), DL_SYNC_OK);
   dl_sync__pool_release(pool, acquire(pool));
   dl_sync_pool_stats stats;
   assert_int_equal(dl_sync_pool_stats_get(&ring_backend, 0, &stats), DL_SYNC_OK);
@@ -402,14 +410,14 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
   cached.event_destroy = blocking_destroy;
   DLDevice device = {kDLCUDA, 0};
   dl_sync__pool *pool = NULL;
-  assert_int_equal(dl_sync__pool_get(&cached, device, NULL, 0, &pool), DL_SYNC_OK);
+  assert_int_equal(pool_get(&cached, device, &pool), DL_SYNC_OK);
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, &cached);
   void *parents = NULL, *idle = NULL;
   assert_int_equal(dl_sync__pool_acquire(pool, &guard, &idle), DL_SYNC_OK);
   dl_sync__pool_release(pool, idle); /* for the shutdown below to block on */
   dl_sync__borrowed borrowed;
-  assert_int_equal(dl_sync__pool_borrow(&cached, device, NULL, 0, &guard, &borrowed), DL_SYNC_OK);
+  assert_int_equal(borrow(&guard, device, &borrowed), DL_SYNC_OK);
   parents = borrowed.event;
   dl_sync__pool_return(&borrowed); /* held by this thread's cache now */
 
@@ -426,9 +434,8 @@ static void test_a_forked_child_is_free_of_the_parents_threads_and_caches(void *
     dl_sync__borrowed fresh = {0};
     dl_sync__guard child_guard;
     dl_sync__guard_init(&child_guard, &cached);
-    int clean =
-        dl_sync__pool_borrow(&cached, device, NULL, 0, &child_guard, &fresh) == DL_SYNC_OK &&
-        fresh.event != parents && fresh.event != idle;
+    int clean = borrow(&child_guard, device, &fresh) == DL_SYNC_OK && fresh.event != parents &&
+                fresh.event != idle;
     void *event = fresh.event;
     if (clean) dl_sync__pool_return(&fresh);
     clean = clean && dl_sync_shutdown() == DL_SYNC_OK && destroyed[as_number(event)] == 1 &&

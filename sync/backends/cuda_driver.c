@@ -8,11 +8,12 @@
  *
  * Contexts: a stream's events are created and recorded in the stream's own context
  * (cuStreamGetCtx; a green context's streams report it converted), pooled by the
- * context's cuCtxGetId; a default stream names the current context's. A device's primary
- * context is retained only to name its default streams for a caller that has no context of
- * that device current, once, and released at dl_sync_shutdown. Event queries and
- * synchronizations run in the relaxed capture mode. The driver keeps no "last error", so
- * the runtime's is never touched.
+ * context's cuCtxGetId; a default stream names the current context's. Whether a context is
+ * a green one (current to one thread at a time) is asked of a stream, from drivers of 12.4
+ * on (cuStreamGetGreenCtx). A device's primary context is retained only to name its
+ * default streams for a caller that has no context of that device current, once, and
+ * released at dl_sync_shutdown. Event queries and synchronizations run in the relaxed
+ * capture mode. The driver keeps no "last error", so the runtime's is never touched.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,8 +24,12 @@
 
 static const char *const driver_sonames[] = {DL_SYNC__CUDA_DRIVER_FILE, NULL};
 
-/* dlsync's own code (below the loader's): a device whose compute mode prohibits contexts. */
-enum { DL_SYNC__CU_PROHIBITED = DL_SYNC__NO_RUNTIME - 1 };
+/* dlsync's own codes (below the loader's): a device whose compute mode prohibits contexts;
+   the per-thread default stream named while a green context is current. */
+enum {
+  DL_SYNC__CU_PROHIBITED = DL_SYNC__NO_RUNTIME - 1,
+  DL_SYNC__CU_GREEN_PER_THREAD = DL_SYNC__NO_RUNTIME - 2
+};
 
 static int resolve(dl_sync__runtime *rt);
 
@@ -43,6 +48,9 @@ static struct {
   DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_POINTER)
 #undef DL_SYNC__CU_POINTER
 } api;
+
+/* From drivers of CUDA 12.4 on; NULL before (no green context can exist there). */
+static dl_sync__cu_stream_get_green_ctx stream_get_green_ctx;
 
 /* Names for the codes a library that is no working driver answers before cuGetErrorName
    can be asked (the toolkit's stub libcuda answers every call with 34). */
@@ -87,6 +95,13 @@ static int resolve(dl_sync__runtime *rt) {
   if (code != CUDA_SUCCESS)
     return dl_sync__runtime_reject(rt, "%s answered cuDriverGetVersion with %d (%s)", rt->path,
                                    code, early_code_name(code));
+  /* cuGetProcAddress: "If the specified CUDA version is greater than the driver version,
+     the API will return CUDA_ERROR_INVALID_VALUE": asked only of drivers that have it. */
+  void *address = NULL;
+  if (rt->version >= DL_SYNC__CUDA_GREEN_CONTEXT_API &&
+      get_proc("cuStreamGetGreenCtx", &address, DL_SYNC__CUDA_GREEN_CONTEXT_API,
+               CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL) == CUDA_SUCCESS)
+    memcpy(&stream_get_green_ctx, &address, sizeof address);
   return 0;
 }
 
@@ -220,6 +235,44 @@ static int cu_stream_context(void *ctx, void *stream, void **context) {
   return api.cuStreamGetCtx((CUstream)stream, (CUcontext *)context);
 }
 
+/* cuStreamGetGreenCtx: a stream's green context, "or NULL if the stream is not associated
+   with any green context"; for CU_STREAM_LEGACY, the calling thread's current one's. */
+static CUresult stream_green(CUstream stream, int *green) {
+  *green = 0;
+  if (stream_get_green_ctx == NULL) return CUDA_SUCCESS;
+  CUgreenCtx found = NULL;
+  CUresult code = stream_get_green_ctx(stream, &found);
+  *green = found != NULL;
+  return code;
+}
+
+int dl_sync__cuda_driver_stream_green(const dl_sync_backend *backend, void *stream, int *green) {
+  *green = 0;
+  if (backend != dl_sync_cuda_backend()) return CUDA_SUCCESS;
+  DL_SYNC__NEED_DRIVER();
+  return stream_green((CUstream)stream, green);
+}
+
+/* cuStreamGetCtx_v2: "specifying CU_STREAM_PER_THREAD or cudaStreamPerThread will return
+   CUDA_ERROR_INVALID_HANDLE if a green context is current to the calling thread": a call
+   on the per-thread stream answering so, with a green context current, is told apart (the
+   message says why, and what to pass instead). */
+static int per_thread_answer(void *stream, CUresult code) {
+  int green = 0;
+  if (stream != DL_SYNC_STREAM_PER_THREAD || code != CUDA_ERROR_INVALID_HANDLE ||
+      stream_green((CUstream)DL_SYNC_STREAM_LEGACY, &green) != CUDA_SUCCESS || !green)
+    return code;
+  return DL_SYNC__CU_GREEN_PER_THREAD;
+}
+
+/* What a reset context's events answer a record with: an event destroyed with its context
+   is no valid handle any more (CUDA_ERROR_INVALID_HANDLE: "a resource handle passed to the
+   API call was not valid"), or its context is gone (CUDA_ERROR_CONTEXT_IS_DESTROYED). */
+int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code) {
+  return backend == dl_sync_cuda_backend() &&
+         (code == CUDA_ERROR_INVALID_HANDLE || code == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+}
+
 /* cuCtxGetId: "The Id is unique for the life of the program for this instance of CUDA."
    A primary context keeps its handle when it is reset (its last reference released, or
    cuDevicePrimaryCtxReset), and comes back from the reset as a new context with a new
@@ -249,19 +302,21 @@ static int cu_event_destroy(void *ctx, void *event) {
 static int cu_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  return api.cuEventRecord((CUevent)event, (CUstream)stream);
+  return per_thread_answer(stream, api.cuEventRecord((CUevent)event, (CUstream)stream));
 }
 
 static int cu_stream_wait(void *ctx, void *stream, void *event) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  return api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_DEFAULT);
+  return per_thread_answer(
+      stream, api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_DEFAULT));
 }
 
 static int cu_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  return api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_EXTERNAL);
+  return per_thread_answer(
+      stream, api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_EXTERNAL));
 }
 
 /* cuThreadExchangeStreamCaptureMode: in the global mode (the default), while "any other
@@ -303,7 +358,7 @@ static int cu_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   CUresult code = api.cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL);
   out->status = (int32_t)status;
   out->id = id;
-  return code;
+  return per_thread_answer(stream, code);
 }
 
 static int cu_capturing_graph(void *stream, void **graph) {
@@ -346,6 +401,7 @@ static const char *cu_error_name(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return "no CUDA driver";
   if (code == DL_SYNC__CU_PROHIBITED) return "CUDA_ERROR_UNKNOWN";
+  if (code == DL_SYNC__CU_GREEN_PER_THREAD) return "CUDA_ERROR_INVALID_HANDLE";
   const char *name = NULL;
   if (!dl_sync__runtime_find(&driver, 0) || api.cuGetErrorName(code, &name) != CUDA_SUCCESS ||
       name == NULL)
@@ -360,6 +416,12 @@ static const char *cu_error_string(void *ctx, int code) {
     return "the first retain of the device's primary context failed, as it does when the "
            "device's compute mode is CU_COMPUTEMODE_PROHIBITED (no context can be created on "
            "it): the device is not usable by this process";
+  if (code == DL_SYNC__CU_GREEN_PER_THREAD)
+    return "the per-thread default stream (CU_STREAM_PER_THREAD, DLPack's stream=2) is no "
+           "stream while a green context is current to the calling thread (cuStreamGetCtx_v2: "
+           "it \"will return CUDA_ERROR_INVALID_HANDLE if a green context is current to the "
+           "calling thread\"): pass one of the green context's streams, or None for its "
+           "legacy default stream";
   if (code == CUDA_ERROR_NOT_INITIALIZED && atomic_load(&forked_after_init))
     return "this process was forked after CUDA was initialized in its parent, and CUDA "
            "cannot be used in such a child: initialize CUDA after fork, or start the child "
@@ -378,6 +440,7 @@ static int cu_error_status(void *ctx, int code) {
   if (code != CUDA_SUCCESS && code == init_code) return DL_SYNC_ENODEV; /* cuInit's answer */
   if (code >= CUDA_ERROR_MPS_CONNECTION_FAILED && code <= CUDA_ERROR_MPS_CLIENT_TERMINATED)
     return DL_SYNC_ENODEV;
+  if (code == DL_SYNC__CU_GREEN_PER_THREAD) return DL_SYNC_EINVAL; /* the caller's choice */
   switch (code) {
     case DL_SYNC__NO_RUNTIME:
     case DL_SYNC__CU_PROHIBITED:

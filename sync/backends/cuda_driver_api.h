@@ -4,7 +4,9 @@
  * that dlsync builds without the toolkit and loads libcuda.so.1 at run time. Every entry
  * point but cuGetProcAddress_v2 comes from cuGetProcAddress at one fixed API version,
  * DL_SYNC__CUDA_DRIVER_API (12.0): the ABI of each call below is its 12.0 one (for
- * cuStreamGetCaptureInfo, the _v2 form), which every driver from CUDA 12.0 on serves.
+ * cuStreamGetCaptureInfo, the _v2 form), which every driver from CUDA 12.0 on serves. The
+ * one call of green contexts dlsync asks, cuStreamGetGreenCtx, comes at the version that
+ * introduced it (12.4), from drivers that have it.
  * tests/runtimes/test_runtime_headers.c pins the values against cuda.h where installed.
  */
 #ifndef DL_SYNC_CUDA_DRIVER_API_H_
@@ -25,6 +27,7 @@
   X(CUDA_ERROR_NO_DEVICE, 100)                      \
   X(CUDA_ERROR_INVALID_DEVICE, 101)                 \
   X(CUDA_ERROR_INVALID_CONTEXT, 201)                \
+  X(CUDA_ERROR_INVALID_HANDLE, 400)                 \
   X(CUDA_ERROR_NOT_READY, 600)                      \
   X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709)           \
   X(CUDA_ERROR_SYSTEM_NOT_READY, 802)               \
@@ -48,7 +51,7 @@
 
 #ifndef DL_SYNC__CUDA_CONSTANTS_ONLY /* the header test reads the list alone */
 
-enum { DL_SYNC__CUDA_DRIVER_API = 12000 };
+enum { DL_SYNC__CUDA_DRIVER_API = 12000, DL_SYNC__CUDA_GREEN_CONTEXT_API = 12040 };
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -58,6 +61,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUuserObject_st *CUuserObject;
+typedef struct CUgreenCtx_st *CUgreenCtx;
 typedef void (*CUhostFn)(void *user_data);
 
 #define DL_SYNC__CUDA_DRIVER_CONSTANT(name, value) name = value,
@@ -98,6 +102,10 @@ typedef CUresult (*dl_sync__cu_get_proc_address)(const char *symbol, void **pfn,
     (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags))                  \
   X(CUresult, cuGetErrorName, (CUresult error, const char **name))                                 \
   X(CUresult, cuGetErrorString, (CUresult error, const char **text))
+
+/* Green contexts (CUDA 12.4): whether a stream, or the calling thread's current context
+   (through CU_STREAM_LEGACY), is a green context's. */
+typedef CUresult (*dl_sync__cu_stream_get_green_ctx)(CUstream stream, CUgreenCtx *green);
 
 #endif /* DL_SYNC__CUDA_CONSTANTS_ONLY */
 #endif /* DL_SYNC_CUDA_DRIVER_API_H_ */

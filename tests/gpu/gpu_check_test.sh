@@ -41,17 +41,22 @@ cat >"$work/suite.sh" <<'EOF'
 #!/bin/sh
 touch "$FAKE_WORK/ran-$1"
 name=$1
-modes() { # every mode's line; $1: a mode left out, $2: a mode whose controls raced 1 of 2
+modes() { # every mode's line; $1: a mode left out, $2: a mode whose controls raced 1 of 2,
+          # $3: a mode skipped with its reason
   case "$name" in
     gpu_contexts) all="created-contexts default-stream-other-context reset capture-cold-context
                        capture-survives-synchronize capture-survives-release-poll
-                       release-legacy-other-context" ;;
+                       release-legacy-other-context green-context" ;;
     gpu_release) all="release-reuse-stream release-deferred release-capture" ;;
     *) all="stream-argument n0 n1 legacy-stream per-thread-stream stream-0 capture-global
             capture-thread-local capture-relaxed external-wait threads" ;;
   esac
   for mode in $all; do
     [ "$mode" = "$1" ] && continue
+    if [ "$mode" = "${3:-}" ]; then
+      echo "$name: mode $mode: skipped: the CUDA driver has no green contexts (cuGreenCtxCreate came with CUDA 12.4)"
+      continue
+    fi
     raced=2
     [ "$mode" = "$2" ] && raced=1
     echo "$name: mode $mode: ordered runs 53, control runs 2, controls that observed a race $raced"
@@ -68,6 +73,7 @@ case "$FAKE_SUITES" in
   unraced) modes "" ""; summary 39 ;;
   mode-unraced) modes "" "${FAKE_MODE:-capture-relaxed}"; summary 40 ;;
   mode-missing) modes "${FAKE_MODE:-threads}" ""; summary 40 ;;
+  mode-skipped) modes "" "" "$FAKE_MODE"; summary 40 ;;
   hang) sleep 120 ;;
 esac
 EOF
@@ -160,6 +166,7 @@ check "the contexts and release suites: a line per mode, with its counts" nvidia
   "suite gpu_contexts / capture-survives-synchronize: passed" \
   "suite gpu_contexts / capture-survives-release-poll: passed" \
   "suite gpu_contexts / release-legacy-other-context: passed" \
+  "suite gpu_contexts / green-context: passed" \
   "suite gpu_release / release-reuse-stream: passed" "suite gpu_release / release-deferred: passed" \
   "suite gpu_release / release-capture: passed" "gpu-check: PASSED"
 FAKE_MODE=release-deferred check "a release control that saw no race fails, by name" nvidia mode-unraced 330 1 \
@@ -169,6 +176,12 @@ FAKE_MODE=release-deferred check "a release control that saw no race fails, by n
 FAKE_MODE=created-contexts check "a contexts mode without its line fails, by name" nvidia mode-missing 330 1 \
   "suite gpu_contexts / created-contexts: FAILED: the suite printed no line for this mode" \
   "suite gpu_release: passed" "gpu-check: FAILED"
+FAKE_MODE=green-context check "the green-context mode without its line fails" nvidia mode-missing 330 1 \
+  "suite gpu_contexts / green-context: FAILED: the suite printed no line for this mode" \
+  "gpu-check: FAILED"
+FAKE_MODE=green-context check "the green-context mode skipped with its reason passes" nvidia mode-skipped 330 0 \
+  "suite gpu_contexts / green-context: skipped: the CUDA driver has no green contexts" \
+  "gpu-check: PASSED"
 check "no time left: nothing runs, and it fails" nvidia pass 0 1 "deadline: 0s reached, not running" \
   "gpu-check: FAILED"
 [ -e "$work/ran-gpu_ordering_legacy" ] && { echo "deadline 0: a suite ran"; failures=$((failures + 1)); }

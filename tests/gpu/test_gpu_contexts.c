@@ -6,15 +6,17 @@
  * context is current, a primary context reset and used again (with a release pending
  * across the reset), a cold context's producer joining a capture, another thread's
  * global-mode capture across dl_sync_tensor_synchronize and across dl_sync_release_poll,
- * and a producer's legacy reuse stream released from a thread with another context
- * current. Every case runs in contexts made for it, so that its first
+ * a producer's legacy reuse stream released from a thread with another context current,
+ * and a green context's stream exchanged with the primary context's both ways (drivers of
+ * CUDA 12.4 on). Every case runs in contexts made for it, so that its first
  * ordered run meets a cold pool (the suite checks that it made an event) and the later
  * ones a warm one.
  *
  * The driver's context calls come from libcuda.so.1, opened once a device answered (the
  * runtime has loaded it by then), under the versioned names every CUDA 12 and 13 driver
- * exports. Buffers that two contexts share are host-mapped and portable: device memory of
- * one context is not another's.
+ * exports; the green-context calls only where the driver has them (12.4). Buffers that two
+ * contexts share are host-mapped and portable: device memory of one context is not
+ * another's.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -31,6 +33,7 @@ typedef enum suite_mode {
   MODE_CAPTURE_SURVIVES_SYNCHRONIZE,
   MODE_CAPTURE_SURVIVES_RELEASE_POLL,
   MODE_RELEASE_LEGACY_OTHER_CONTEXT,
+  MODE_GREEN_CONTEXT,
   MODES
 } suite_mode;
 static const char *const mode_names[MODES] = {"created-contexts",
@@ -39,7 +42,8 @@ static const char *const mode_names[MODES] = {"created-contexts",
                                               "capture-cold-context",
                                               "capture-survives-synchronize",
                                               "capture-survives-release-poll",
-                                              "release-legacy-other-context"};
+                                              "release-legacy-other-context",
+                                              "green-context"};
 
 static struct {
   CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice);
@@ -52,6 +56,19 @@ static struct {
   CUresult (*device_get)(CUdevice *, int);
   CUresult (*get_error_name)(CUresult, const char **);
 } cu;
+
+/* Green contexts (CUDA 12.4), when the driver has them: every one or none. */
+#if CUDA_VERSION >= 12040
+static struct {
+  CUresult (*get_resource)(CUdevice, CUdevResource *, CUdevResourceType);
+  CUresult (*split)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned,
+                    unsigned);
+  CUresult (*generate_desc)(CUdevResourceDesc *, CUdevResource *, unsigned);
+  CUresult (*create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
+  CUresult (*to_context)(CUcontext *, CUgreenCtx);
+  CUresult (*destroy)(CUgreenCtx);
+} green;
+#endif
 
 static const char *cu_name(CUresult code) {
   const char *name = NULL;
@@ -86,6 +103,26 @@ static void load_driver(void) {
     }
     memcpy(calls[i].slot, &symbol, sizeof symbol);
   }
+#if CUDA_VERSION >= 12040
+  struct {
+    const char *name;
+    void *slot;
+  } green_calls[] = {
+      {"cuDeviceGetDevResource", &green.get_resource},
+      {"cuDevSmResourceSplitByCount", &green.split},
+      {"cuDevResourceGenerateDesc", &green.generate_desc},
+      {"cuGreenCtxCreate", &green.create},
+      {"cuCtxFromGreenCtx", &green.to_context},
+      {"cuGreenCtxDestroy", &green.destroy},
+  };
+  size_t found = 0;
+  for (size_t i = 0; i < sizeof green_calls / sizeof green_calls[0]; i++) {
+    void *symbol = dlsym(driver, green_calls[i].name);
+    found += symbol != NULL;
+    memcpy(green_calls[i].slot, &symbol, sizeof symbol);
+  }
+  if (found != sizeof green_calls / sizeof green_calls[0]) green.create = NULL;
+#endif
 }
 
 static unsigned long long context_id(CUcontext context) {
@@ -177,12 +214,13 @@ static verdict pair_release(pair *p, int ordered) {
 
 /* One case: where the dlsync call runs from (caller: the context current for it, NULL for
  * none) and what it is; the consumer's stream (b, or a default stream of its context). */
+enum { CALLER_NONE, CALLER_CONSUMER, CALLER_PRODUCER };
 typedef struct context_case {
   const char *what;
   int consumer_stream; /* 0: the consumer's default stream (below) */
   cudaStream_t default_stream;
   void (*order)(const pair *p); /* the dlsync calls under test */
-  int caller_is_consumer;       /* else the caller has no context current */
+  int caller;                   /* CALLER_*: whose context is current for the call */
 } context_case;
 
 static void order_by_stream_argument(const pair *p) {
@@ -209,7 +247,10 @@ static void run_case(const context_case *c, pair *p, int ordered, int seed) {
   KERNEL_OK(gpu_gate(p->a, p->device_flags));
   KERNEL_OK(gpu_produce(p->a, p->data, COUNT, seed, NULL));
   if (ordered) {
-    CUcontext caller = c->caller_is_consumer ? p->consumer : NULL, current = NULL;
+    CUcontext caller = c->caller == CALLER_CONSUMER   ? p->consumer
+                       : c->caller == CALLER_PRODUCER ? p->producer
+                                                      : NULL;
+    CUcontext current = NULL;
     CU_OK(cu.ctx_set_current(caller));
     CU_OK(cu.ctx_get_current(&current));
     if (current != caller)
@@ -241,12 +282,17 @@ static void run_case_between(const context_case *c, CUcontext producer, CUcontex
   pair_free(&p);
 }
 
-/* Cases between two contexts made for them: cases[i] from x to y when i is even, from y to
- * x when odd. */
+/* Cases between contexts x and y: cases[i] from x to y when i is even, from y to x when
+ * odd. */
+static void run_cases_in(const context_case *cases, size_t count, CUcontext x, CUcontext y) {
+  for (size_t i = 0; i < count; i++) run_case_between(&cases[i], i % 2 ? y : x, i % 2 ? x : y);
+}
+
+/* The same between two contexts made for them. */
 static void run_cases(const context_case *cases, size_t count) {
   CUcontext x = context_new();
   CUcontext y = context_new();
-  for (size_t i = 0; i < count; i++) run_case_between(&cases[i], i % 2 ? y : x, i % 2 ? x : y);
+  run_cases_in(cases, count, x, y);
   DL_OK(dl_sync_shutdown()); /* before destroying contexts dlsync used (dl_sync_shutdown) */
   CU_OK(cu.ctx_set_current(NULL));
   CU_OK(cu.ctx_destroy(y));
@@ -259,9 +305,9 @@ static void test_streams_of_two_created_contexts_both_ways(void **state) {
   suite_set_mode(MODE_CREATED_CONTEXTS);
   const context_case cases[] = {
       {"context x to context y (stream argument, no context current)", 1, NULL,
-       order_by_stream_argument, 0},
+       order_by_stream_argument, CALLER_NONE},
       {"context y to context x (push_dep, the consumer's context current)", 1, NULL,
-       order_by_push_dep, 1},
+       order_by_push_dep, CALLER_CONSUMER},
   };
   run_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -274,9 +320,9 @@ static void test_default_streams_named_while_another_context_is_current(void **s
   suite_set_mode(MODE_DEFAULT_STREAM_OTHER_CONTEXT);
   const context_case cases[] = {
       {"legacy default stream of the current created context (stream=None)", 0, cudaStreamLegacy,
-       order_to_legacy_stream, 1},
+       order_to_legacy_stream, CALLER_CONSUMER},
       {"per-thread default stream of the current created context (stream=2)", 0,
-       cudaStreamPerThread, order_to_per_thread_stream, 1},
+       cudaStreamPerThread, order_to_per_thread_stream, CALLER_CONSUMER},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_cases(&cases[i], 1);
 }
@@ -635,6 +681,70 @@ static void test_a_legacy_reuse_stream_is_the_producers_context(void **state) {
   CU_OK(cu.ctx_set_current(primary));
 }
 
+/* A green context of device 0 on part of its SMs and the primary context, a stream of
+ * each, exchanged both ways, each case with the call made where cuda.h lets it be made: a
+ * green context "can be current to only one thread at a time", and dlsync makes its pool's
+ * events only with it current, so the green producer's export runs with the green context
+ * current (the framework thread that owns it); the primary producer's with the green
+ * consumer current; and stream=None under the green context is its legacy stream, the
+ * PyTorch pattern (cuStreamGetCtx: the special handles name "the context current to the
+ * calling thread"). The streams are the runtime's, made with the converted context current
+ * (cuStreamGetGreenCtx: a stream made while "the context that was active in the calling
+ * thread was obtained with cuCtxFromGreenCtx" is the green context's). */
+static void test_a_green_contexts_stream_exchanges_with_the_primary_both_ways(void **state) {
+  (void)state;
+  skip_without_device();
+  suite_set_mode(MODE_GREEN_CONTEXT);
+#if CUDA_VERSION < 12040
+  skip_mode("built with a CUDA toolkit older than 12.4, which has no green contexts");
+#else
+  if (green.create == NULL)
+    skip_mode("the CUDA driver has no green contexts (cuGreenCtxCreate came with CUDA 12.4)");
+  DL_OK(dl_sync_shutdown()); /* every case's first ordered run meets a cold pool */
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaFree(NULL)); /* the primary context, retained by the runtime */
+  CUcontext primary = NULL;
+  CU_OK(cu.ctx_get_current(&primary));
+  CUdevice device;
+  CU_OK(cu.device_get(&device, 0));
+  /* cuda.h's steps: the device's SMs, split ("Splits CU_DEV_RESOURCE_TYPE_SM resources into
+     nbGroups, adhering to the minimum SM count specified in minCount"), a descriptor of one
+     group, the green context ("CU_GREEN_CTX_DEFAULT_STREAM is required") */
+  CUdevResource sms, group;
+  unsigned groups = 1;
+  CU_OK(green.get_resource(device, &sms, CU_DEV_RESOURCE_TYPE_SM));
+  CU_OK(green.split(&group, &groups, &sms, NULL, 0, sms.sm.smCount / 2));
+  if (groups != 1) fail_msg("cuDevSmResourceSplitByCount made %u groups of half the SMs", groups);
+  CUdevResourceDesc desc = NULL;
+  CU_OK(green.generate_desc(&desc, &group, 1));
+  CUgreenCtx made = NULL;
+  CU_OK(green.create(&made, desc, device, CU_GREEN_CTX_DEFAULT_STREAM));
+  CUcontext converted = NULL;
+  CU_OK(green.to_context(&converted, made));
+  print_message("green context of %u of %u SMs, converted context %p (Id %llu), primary %p\n",
+                group.sm.smCount, sms.sm.smCount, (void *)converted, context_id(converted),
+                (void *)primary);
+  CU_OK(cu.ctx_set_current(converted));
+  CUDA_OK(cudaFree(NULL)); /* the runtime's first call in it */
+  const context_case cases[] = {
+      {"green context to the primary context (stream argument, the green context current)", 1, NULL,
+       order_by_stream_argument, CALLER_PRODUCER},
+      {"primary context to the green context (push_dep, the green context current)", 1, NULL,
+       order_by_push_dep, CALLER_CONSUMER},
+  };
+  run_cases_in(cases, 2, converted, primary);
+  DL_OK(dl_sync_shutdown()); /* the primary context's pool cold again */
+  const context_case legacy = {
+      "primary context to the green context's legacy stream (stream=None, the green context "
+      "current)",
+      0, cudaStreamLegacy, order_to_legacy_stream, CALLER_CONSUMER};
+  run_case_between(&legacy, primary, converted);
+  DL_OK(dl_sync_shutdown()); /* before destroying a context dlsync used */
+  CU_OK(cu.ctx_set_current(primary));
+  CU_OK(green.destroy(made));
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_streams_of_two_created_contexts_both_ways, setup,
@@ -649,6 +759,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_a_legacy_reuse_stream_is_the_producers_context, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(
+          test_a_green_contexts_stream_exchanges_with_the_primary_both_ways, setup, teardown),
       /* last: it ends with dl_sync_shutdown */
       cmocka_unit_test_setup_teardown(test_a_reset_primary_context_is_used_again, setup, teardown),
   };

@@ -7,10 +7,15 @@
  * (PFN_<name>_v<version>: the version that introduced each ABI), the header cuda.h names
  * for them.
  *
- * FAKE_CUDA_DRIVER_VERSION is what cuDriverGetVersion reports (11080, 12000, 13000); entry
- * points introduced after it are neither exported nor found by cuGetProcAddress.
+ * FAKE_CUDA_DRIVER_VERSION is what cuDriverGetVersion reports (11080, 12000, 12040, 13000);
+ * entry points introduced after it are neither exported nor found by cuGetProcAddress.
  * FAKE_CUDA_STUB=1 makes it the toolkit's stub library. The fake has no per-thread
- * (_ptsz) entry points, and one per-thread default stream per context.
+ * (_ptsz) entry points, and one per-thread default stream per context. From 12.4 it has
+ * green contexts (a descriptor of all a device's SMs is enough to make one). Where cuda.h
+ * leaves a behaviour open, a switch read at each use picks the reading:
+ * FAKE_CUDA_GREEN_EVENT_RULE=strict|lenient (whether a green context's events record on its
+ * primary context's streams, and back) and FAKE_CUDA_RESET_KEEPS_ID=1 (a reset primary
+ * context keeps its cuCtxGetId).
  *
  * Test hooks (fake_gpu_*, fake_cuda_*) let the suite read what the driver was asked to do;
  * they are observations, never behaviour.
@@ -42,6 +47,11 @@ static long driver_counter(const char *name);
 #else
 #define SINCE_12030 static
 #endif
+#if FAKE_CUDA_DRIVER_VERSION >= 12040
+#define SINCE_12040 FAKE_EXPORT
+#else
+#define SINCE_12040 static
+#endif
 #if FAKE_CUDA_DRIVER_VERSION >= 12050
 #define SINCE_12050 FAKE_EXPORT
 #else
@@ -56,6 +66,8 @@ static long driver_counter(const char *name);
 typedef int CUresult;
 typedef int CUdevice;
 typedef struct fake_context *CUcontext;
+typedef struct fake_green *CUgreenCtx;
+typedef struct fake_resource_desc *CUdevResourceDesc;
 typedef void *CUstream;
 typedef fake_event *CUevent;
 typedef fake_graph *CUgraph;
@@ -79,6 +91,7 @@ enum {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
@@ -108,7 +121,23 @@ enum {
   CU_GET_PROC_ADDRESS_SUCCESS = 0,
   CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
   CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
+  CU_GREEN_CTX_DEFAULT_STREAM = 0x1,
+  CU_DEV_RESOURCE_TYPE_SM = 1,
 };
+
+/* cuda.h's CUdevResource (RESOURCE_ABI_VERSION 1): the type, 92 bytes of the driver's own,
+   and a union of 48 bytes whose SM member the fake fills. */
+typedef struct CUdevSmResource {
+  unsigned int smCount, minSmPartitionSize, smCoscheduledAlignment;
+} CUdevSmResource;
+typedef struct CUdevResource {
+  int type;
+  unsigned char internal_padding[92];
+  union {
+    CUdevSmResource sm;
+    unsigned char oversize[48];
+  };
+} CUdevResource;
 
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
@@ -122,12 +151,27 @@ typedef struct fake_context {
   unsigned retained;     /* a primary context's references (cuDevicePrimaryCtxRetain) */
   int destroyed;         /* cuCtxDestroy ran on it */
   fake_stream *legacy;
-  fake_stream own_legacy; /* a created context's legacy stream */
+  fake_stream own_legacy; /* a created or green context's legacy stream */
+  int green;              /* a green context's, as cuCtxFromGreenCtx converts it */
+  const void *holder;     /* a green context's: the thread it is current to (green_lock) */
 } fake_context;
+
+/* A green context (cuGreenCtxCreate) and the CUcontext it converts to. */
+typedef struct fake_green {
+  fake_context converted;
+} fake_green;
+
+/* A resource descriptor (cuDevResourceGenerateDesc): the device its resources are of. */
+typedef struct fake_resource_desc {
+  int device;
+  unsigned sm_count;
+} fake_resource_desc;
 
 /* A primary context's default streams are fake_gpu.h's per-device ones. */
 static fake_context primaries[FAKE_MAX_DEVICES];
 static fake_context *created[FAKE_MAX_CONTEXTS]; /* kept after cuCtxDestroy: handles stay known */
+static fake_green *greens[FAKE_MAX_CONTEXTS];    /* kept after cuGreenCtxDestroy, as created */
+static pthread_mutex_t green_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local fake_context *stack[FAKE_CONTEXT_STACK];
 static _Thread_local int depth;
 static int devices;
@@ -147,7 +191,7 @@ static int log_count;
 static struct {
   long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init, per_thread_lookups;
   long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries,
-      ctx_get_current;
+      ctx_get_current, green_second_thread, stream_get_green_ctx;
 } driver_counters;
 static unsigned long long next_context_id = 1;
 /* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
@@ -248,7 +292,7 @@ static int known_context(const fake_context *context) {
   for (int d = 0; d < devices; d++)
     if (context == &primaries[d]) return 1;
   for (int i = 0; i < FAKE_MAX_CONTEXTS; i++)
-    if (context == created[i]) return 1;
+    if (context == created[i] || (greens[i] != NULL && context == &greens[i]->converted)) return 1;
   return 0;
 }
 
@@ -284,6 +328,12 @@ static void event_forget(int index) {
   events[index] = events[--event_count];
 }
 
+/* An event its context took with it: no longer live, and kept allocated, so that its dead
+   handle never names an event made later. */
+static void event_orphan(int index) {
+  events[index] = events[--event_count];
+}
+
 /* Frees a stream; the test hooks forget it. */
 static void stream_free(fake_stream *stream) {
   if (last_record == stream) last_record = NULL;
@@ -304,7 +354,7 @@ static void context_reset(fake_context *context) {
     if (fake_streams[i] != NULL && fake_streams[i]->context == context)
       stream_free(fake_streams[i]);
   for (size_t i = event_count; i-- > 0;)
-    if (events[i]->context == context) event_forget((int)i);
+    if (events[i]->context == context) event_orphan((int)i);
   context->legacy->capture = NULL;
   per_thread_capture(context, NULL, 1);
 }
@@ -313,6 +363,28 @@ static int push(fake_context *context) {
   if (depth == FAKE_CONTEXT_STACK) return 0;
   stack[depth++] = context;
   return 1;
+}
+
+/* cuGreenCtxCreate: "It should be noted that a green context can be current to only one
+   thread at a time. There is no internal synchronization to make API calls accessing the
+   same green context from multiple threads work." cuda.h names no result for a second
+   thread that makes it current: the fake takes the strict reading, refuses with
+   CUDA_ERROR_INVALID_CONTEXT (among cuCtxSetCurrent's, cuCtxPushCurrent's and
+   cuCtxPopCurrent's results) and counts it ("green_second_thread"). Called before the
+   calling thread's current context changes from was to next. */
+static CUresult change_current(fake_context *was, fake_context *next) {
+  if (was == next) return CUDA_SUCCESS;
+  CUresult result = CUDA_SUCCESS;
+  pthread_mutex_lock(&green_lock);
+  if (next != NULL && next->green && next->holder != NULL && next->holder != &thread_identity) {
+    driver_counters.green_second_thread++;
+    result = CUDA_ERROR_INVALID_CONTEXT;
+  } else {
+    if (was != NULL && was->green && was->holder == &thread_identity) was->holder = NULL;
+    if (next != NULL && next->green) next->holder = &thread_identity;
+  }
+  pthread_mutex_unlock(&green_lock);
+  return result;
 }
 
 /* ---- streams ------------------------------------------------------------------------ */
@@ -389,10 +461,19 @@ static CUresult resolve(CUstream handle, fake_stream **out) {
     fake_context *context;
     CUresult error = current_context(&context);
     if (error != CUDA_SUCCESS) return error;
+    /* cuStreamGetCtx_v2: "Note that specifying CU_STREAM_PER_THREAD or cudaStreamPerThread
+       will return CUDA_ERROR_INVALID_HANDLE if a green context is current to the calling
+       thread": a green context has no per-thread stream, whatever the call. */
+    if (handle == CU_STREAM_PER_THREAD && context->green) return CUDA_ERROR_INVALID_HANDLE;
     *out = handle == CU_STREAM_PER_THREAD ? per_thread_of(context) : context->legacy;
     return *out != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (!known_stream(handle)) return dead(CUDA_ERROR_INVALID_HANDLE);
+  /* cuGreenCtxDestroy: "Once the green context is destroyed, any subsequent API calls
+     involving these streams (including cuStreamDestroy) will return
+     CUDA_ERROR_CONTEXT_IS_DESTROYED." */
+  const fake_context *owner = ((const fake_stream *)handle)->context;
+  if (owner->green && owner->destroyed) return dead(CUDA_ERROR_CONTEXT_IS_DESTROYED);
   *out = handle;
   return CUDA_SUCCESS;
 }
@@ -505,6 +586,19 @@ FAKE_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
   return CUDA_SUCCESS;
 }
 
+/* Retained after a reset, or for the first time: a new context behind the same handle
+   ("The primary context is unique per device"). cuCtxGetId: "The Id is unique for the life
+   of the program for this instance of CUDA", and cuda.h does not say whether a reset
+   primary context comes back with a new Id or keeps its own, as it keeps its handle: the
+   fake gives it a new one, or with FAKE_CUDA_RESET_KEEPS_ID=1 (read at each reset) the Id
+   it had, whose events the reset destroyed all the same. */
+static void primary_retain(CUdevice dev) {
+  if (primaries[dev].retained++ != 0) return;
+  const char *keeps = getenv("FAKE_CUDA_RESET_KEEPS_ID");
+  if (primaries[dev].id == 0 || keeps == NULL || strcmp(keeps, "1") != 0)
+    primaries[dev].id = next_context_id++;
+}
+
 /* "The primary context is unique per device": every retain returns the same handle.
    cuDevicePrimaryCtxRetain: "Unlike cuCtxCreate() the newly retained context is not pushed
    onto the stack." */
@@ -519,10 +613,7 @@ FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   if (prohibited_mode != NULL && strcmp(prohibited_mode, "1") == 0 && primaries[dev].retained == 0)
     return CUDA_ERROR_UNKNOWN;
   driver_counters.primary_retain++;
-  /* Retained after a reset, or for the first time: a new context behind the same handle
-     ("The primary context is unique per device"), with a new Id (cuCtxGetId: "unique for
-     the life of the program"). */
-  if (primaries[dev].retained++ == 0) primaries[dev].id = next_context_id++;
+  primary_retain(dev);
   *pctx = &primaries[dev];
   return CUDA_SUCCESS;
 }
@@ -571,10 +662,15 @@ FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
   FAIL_POINT("cuCtxSetCurrent");
   driver_counters.ctx_set_current++;
   if (ctx == NULL) {
-    if (depth > 0) depth--;
-    return CUDA_SUCCESS;
+    if (depth == 0) return CUDA_SUCCESS;
+    CUresult refused = change_current(current(), depth > 1 ? stack[depth - 2] : NULL);
+    if (refused == CUDA_SUCCESS) depth--;
+    return refused;
   }
   if (!known_context(ctx) || ctx->destroyed) return dead(CUDA_ERROR_INVALID_CONTEXT);
+  if (depth == FAKE_CONTEXT_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult refused = change_current(current(), ctx);
+  if (refused != CUDA_SUCCESS) return refused;
   if (depth == 0) return push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   stack[depth - 1] = ctx;
   return CUDA_SUCCESS;
@@ -586,7 +682,9 @@ static CUresult push_current(CUcontext ctx) {
   ENTER();
   if (ctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!known_context(ctx) || ctx->destroyed) return CUDA_ERROR_INVALID_CONTEXT;
-  return push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (depth == FAKE_CONTEXT_STACK) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult refused = change_current(current(), ctx);
+  return refused != CUDA_SUCCESS ? refused : push(ctx) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 FAKE_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx) {
@@ -603,6 +701,8 @@ FAKE_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
 static CUresult pop_current(CUcontext *pctx) {
   ENTER();
   if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult refused = change_current(current(), depth > 1 ? stack[depth - 2] : NULL);
+  if (refused != CUDA_SUCCESS) return refused;
   fake_context *popped = stack[--depth];
   if (pctx != NULL) *pctx = popped;
   return CUDA_SUCCESS;
@@ -720,6 +820,7 @@ static CUresult create_context(CUcontext *pctx, unsigned int flags, CUdevice dev
   context->legacy = &context->own_legacy;
   context->own_legacy = (fake_stream){.device = dev, .context = context};
   created[slot] = context;
+  change_current(current(), context); /* a new context: no other thread has it */
   push(context);
   *pctx = context;
   return CUDA_SUCCESS;
@@ -763,7 +864,7 @@ static CUresult destroy_context(CUcontext ctx) {
   if (!known_context(ctx) || ctx->destroyed || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   context_reset(ctx);
   ctx->destroyed = 1;
-  if (current() == ctx) depth--;
+  if (current() == ctx && change_current(ctx, depth > 1 ? stack[depth - 2] : NULL) == 0) depth--;
   return CUDA_SUCCESS;
 }
 
@@ -773,6 +874,152 @@ FAKE_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
 
 FAKE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   return destroy_context(ctx);
+}
+
+/* ---- green contexts ----------------------------------------------------------------- */
+
+/* cuDeviceGetDevResource: "Get the type resources available to the device"; "Only SM type
+   is supported today" (CUDA_ERROR_INVALID_RESOURCE_TYPE otherwise). The fake device has 132
+   SMs, partitioned in groups of at least 8 aligned to 8 ("On Compute Architecture 9.0+: The
+   minimum count is 8 SMs and must be a multiple of 8"); the driver's own bytes of the
+   resource carry its device. */
+SINCE_12040 CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, int type) {
+  ENTER();
+  if (resource == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  memset(resource, 0, sizeof *resource);
+  resource->type = CU_DEV_RESOURCE_TYPE_SM;
+  resource->internal_padding[0] = (unsigned char)device;
+  resource->sm = (CUdevSmResource){132, 8, 8};
+  return CUDA_SUCCESS;
+}
+
+/* cuDevResourceGenerateDesc: "A successful API call must have: A valid output pointer for
+   the phDesc descriptor as well as a valid array of resources pointers, with the array
+   size passed in nbResources"; "If multiple resources are provided in resources, the
+   device they came from must be the same, otherwise
+   CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION is returned" (the fake takes one). */
+SINCE_12040 CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                               unsigned int nbResources) {
+  ENTER();
+  if (phDesc == NULL || resources == NULL || nbResources != 1) return CUDA_ERROR_INVALID_VALUE;
+  if (resources[0].type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  fake_resource_desc *desc = calloc(1, sizeof *desc); /* descriptors are never freed */
+  if (desc == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  desc->device = resources[0].internal_padding[0];
+  desc->sm_count = resources[0].sm.smCount;
+  *phDesc = desc;
+  return CUDA_SUCCESS;
+}
+
+static fake_green *green_of(fake_context *context) {
+  return context != NULL && context->green ? (fake_green *)context : NULL;
+}
+
+static int known_green(const fake_green *green) {
+  for (int i = 0; green != NULL && i < FAKE_MAX_CONTEXTS; i++)
+    if (greens[i] == green) return 1;
+  return 0;
+}
+
+/* cuGreenCtxCreate: "This API creates a green context with the resources specified in the
+   descriptor desc"; "This API will retain the primary context on device dev, which will is
+   released when the green context is destroyed"; "The API does not set the green context
+   current"; "CU_GREEN_CTX_DEFAULT_STREAM is required" ("Creates a default stream to use
+   inside the green context"). Its converted context (cuCtxFromGreenCtx) is a context of
+   its own to the fake: its own Id, legacy stream and events. */
+SINCE_12040 CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                      unsigned int flags) {
+  ENTER();
+  if (phCtx == NULL || desc == NULL || (flags & CU_GREEN_CTX_DEFAULT_STREAM) == 0 ||
+      (flags & ~(unsigned)CU_GREEN_CTX_DEFAULT_STREAM) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if (desc->device != dev) return CUDA_ERROR_INVALID_VALUE;
+  int slot = 0;
+  while (slot < FAKE_MAX_CONTEXTS && greens[slot] != NULL) slot++;
+  if (slot == FAKE_MAX_CONTEXTS) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_green *green = calloc(1, sizeof *green);
+  if (green == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_context *context = &green->converted;
+  context->device = dev;
+  context->green = 1;
+  context->id = next_context_id++;
+  context->legacy = &context->own_legacy;
+  context->own_legacy = (fake_stream){.device = dev, .context = context};
+  greens[slot] = green;
+  primary_retain(dev);
+  *phCtx = green;
+  return CUDA_SUCCESS;
+}
+
+/* cuGreenCtxDestroy: "Destroys the green context, releasing the primary context of the
+   device that this green context was created for"; "The API does not destroy streams
+   created via cuGreenCtxStreamCreate, cuStreamCreate, or cuStreamCreateWithPriority"
+   (calls on them then answer CUDA_ERROR_CONTEXT_IS_DESTROYED: resolve); its events go
+   with it, as a destroyed context's. */
+SINCE_12040 CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
+  ENTER();
+  if (!known_green(hCtx)) return CUDA_ERROR_INVALID_CONTEXT;
+  fake_context *context = &hCtx->converted;
+  if (context->destroyed) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  for (size_t i = event_count; i-- > 0;)
+    if (events[i]->context == context) event_orphan((int)i);
+  context->legacy->capture = NULL;
+  per_thread_capture(context, NULL, 1);
+  pthread_mutex_lock(&green_lock);
+  context->destroyed = 1;
+  context->holder = NULL;
+  pthread_mutex_unlock(&green_lock);
+  if (--primaries[context->device].retained == 0) context_reset(&primaries[context->device]);
+  return CUDA_SUCCESS;
+}
+
+/* cuCtxFromGreenCtx: "The API converts a green context into the primary context returned
+   in pContext ... the converted context pContext is a normal primary context but with the
+   resources of the specified green context hCtx. Once converted, it can then be used to
+   set the context current with cuCtxSetCurrent". */
+SINCE_12040 CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx) {
+  ENTER();
+  if (pContext == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!known_green(hCtx) || hCtx->converted.destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  *pContext = &hCtx->converted;
+  return CUDA_SUCCESS;
+}
+
+/* cuStreamGetGreenCtx: "Returns the CUDA green context that the stream is associated with,
+   or NULL if the stream is not associated with any green context"; for "special stream
+   such as the NULL stream or CU_STREAM_LEGACY ... if context that is active in the calling
+   thread was obtained with cuCtxFromGreenCtx, that green context is returned". */
+SINCE_12040 CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx) {
+  ENTER();
+  driver_counters.stream_get_green_ctx++;
+  if (phCtx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  *phCtx = green_of(stream->context);
+  return CUDA_SUCCESS;
+}
+
+/* cuGreenCtxStreamCreate: "Creates a stream for use in the specified green context
+   greenCtx"; "the API ignores the context that is current to the calling thread";
+   "CU_STREAM_NON_BLOCKING must be specified"; priorities out of range are clamped (the fake
+   has none). Its context, to cuStreamGetCtx, "is equivalent to the one returned by
+   cuCtxFromGreenCtx() on the green context associated with the stream at creation time". */
+SINCE_12050 CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx,
+                                            unsigned int flags, int priority) {
+  ENTER();
+  (void)priority;
+  if (phStream == NULL || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  if (!known_green(greenCtx) || greenCtx->converted.destroyed) return CUDA_ERROR_INVALID_CONTEXT;
+  fake_stream *stream = fake_stream_new(greenCtx->converted.device);
+  if (stream == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  stream->context = &greenCtx->converted;
+  stream->non_blocking = 1;
+  *phStream = stream;
+  return CUDA_SUCCESS;
 }
 
 /* ---- streams ------------------------------------------------------------------------ */
@@ -799,7 +1046,10 @@ FAKE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 static CUresult destroy_stream(CUstream hStream) {
   ENTER();
   if (is_special(hStream) || !known_stream(hStream)) return CUDA_ERROR_INVALID_HANDLE;
-  stream_free(hStream);
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream); /* a destroyed green context's stream */
+  if (error != CUDA_SUCCESS) return error;
+  stream_free(stream);
   return CUDA_SUCCESS;
 }
 
@@ -827,14 +1077,19 @@ FAKE_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
   return CUDA_SUCCESS;
 }
 
-/* cuStreamGetCtx_v2: "If the stream is associated with a regular context, the API returns
-   the regular context in pCtx and NULL in pGreenCtx." */
-SINCE_12050 CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, void **pGreenCtx) {
+/* cuStreamGetCtx_v2: "If the stream is associated with a green context, the API returns
+   the green context in pGreenCtx and the primary context of the associated device in
+   pCtx. If the stream is associated with a regular context, the API returns the regular
+   context in pCtx and NULL in pGreenCtx"; the special handles, likewise for the context
+   current to the calling thread. */
+SINCE_12050 CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx) {
   ENTER();
   if (pGreenCtx == NULL) return CUDA_ERROR_INVALID_VALUE;
   CUresult error = cuStreamGetCtx(hStream, pCtx);
-  if (error == CUDA_SUCCESS) *pGreenCtx = NULL;
-  return error;
+  if (error != CUDA_SUCCESS) return error;
+  *pGreenCtx = green_of(*pCtx);
+  if (*pGreenCtx != NULL) *pCtx = &primaries[(*pCtx)->device];
+  return CUDA_SUCCESS;
 }
 
 /* ---- stream capture ----------------------------------------------------------------- */
@@ -1136,15 +1391,30 @@ FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
 }
 
 /* cuEventRecord: "hEvent and hStream must be from the same context otherwise
-   CUDA_ERROR_INVALID_HANDLE is returned." In a capturing stream the record is captured
-   into the graph and the event belongs to that capture sequence. */
+   CUDA_ERROR_INVALID_HANDLE is returned." cuda.h leaves open whether a green context's
+   converted context and its device's primary context are the same context here:
+   cuStreamGetCtx names the converted one for a green context's streams, while
+   cuGreenCtxRecordEvent asks only that "hEvent and hCtx must be from the same primary
+   context". FAKE_CUDA_GREEN_EVENT_RULE (read at each record) models both readings: strict
+   (the default) records an event only on streams of the context it was made in; lenient
+   also on streams of the primary context and of every green context of its device.
+   In a capturing stream the record is captured into the graph and the event belongs to
+   that capture sequence. */
+static int event_context_matches(const fake_context *event, const fake_context *stream) {
+  if (event == stream) return 1;
+  const char *rule = getenv("FAKE_CUDA_GREEN_EVENT_RULE");
+  int lenient = rule != NULL && strcmp(rule, "lenient") == 0;
+  return lenient && event->device == stream->device && (event->primary || event->green) &&
+         (stream->primary || stream->green);
+}
+
 FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   ENTER();
   if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   fake_stream *stream;
   CUresult error = resolve(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
-  if (hEvent->context != stream->context) return CUDA_ERROR_INVALID_HANDLE;
+  if (!event_context_matches(hEvent->context, stream->context)) return CUDA_ERROR_INVALID_HANDLE;
   if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
   fake_counters.event_record++;
   last_record = stream;
@@ -1421,6 +1691,13 @@ static const struct {
     ROW("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     ROW("cuStreamDestroy", 2000, cuStreamDestroy),
     ROW("cuStreamGetCtx", 12050, cuStreamGetCtx_v2),
+    ROW("cuDeviceGetDevResource", 12040, cuDeviceGetDevResource),
+    ROW("cuDevResourceGenerateDesc", 12040, cuDevResourceGenerateDesc),
+    ROW("cuGreenCtxCreate", 12040, cuGreenCtxCreate),
+    ROW("cuGreenCtxDestroy", 12040, cuGreenCtxDestroy),
+    ROW("cuCtxFromGreenCtx", 12040, cuCtxFromGreenCtx),
+    ROW("cuStreamGetGreenCtx", 12040, cuStreamGetGreenCtx),
+    ROW("cuGreenCtxStreamCreate", 12050, cuGreenCtxStreamCreate),
     ROW("cuStreamGetCtx", 9020, cuStreamGetCtx),
     ROW("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
     ROW("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
@@ -1516,6 +1793,8 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "capture_queries") == 0) return driver_counters.capture_queries;
   if (strcmp(name, "destructor_stalls") == 0) return destructor_stalls;
   if (strcmp(name, "ctx_get_current") == 0) return driver_counters.ctx_get_current;
+  if (strcmp(name, "green_second_thread") == 0) return driver_counters.green_second_thread;
+  if (strcmp(name, "stream_get_green_ctx") == 0) return driver_counters.stream_get_green_ctx;
   return -1;
 }
 

@@ -4,13 +4,16 @@
  * (DL_SYNC_LIBCUDA names it):
  *   test_driver_contexts
  * The combinatorial test runs every combination of the caller's current context (none,
- * device 0's primary P0, a created X0 on device 0, P1, a created X1 on device 1), the
+ * device 0's primary P0, a created X0 on device 0, P1, a created X1 on device 1, and from
+ * drivers of CUDA 12.4 on two green contexts G0 and H0 of device 0, converted), the
  * producer's stream (explicit in each context; the NULL, legacy and per-thread handles of
  * each device), the consumer's stream or stream argument, a cold or a warm pool, and the
  * consumer capturing or not, for dl_sync_export, dl_sync_push_dep, per-tensor events and
  * dependency groups. The oracle below says from cuda.h's sentences on which stream, in
  * which context, each record and wait must land; the fake's log of records and waits is
- * checked against it, as are the caller's context afterwards and the handles used.
+ * checked against it, as are the caller's context afterwards and the handles used. The
+ * suite runs under both readings of whether a green context's events may record on its
+ * primary context's streams (FAKE_CUDA_GREEN_EVENT_RULE, fake_cuda_driver.c).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -81,12 +84,19 @@ static void drain(void) {
 
 /* ---- the process's contexts and streams ---------------------------------------------- */
 
-enum { P0, X0, P1, X1, CONTEXTS, NONE = -1 };
-static const char *const context_names[CONTEXTS] = {"P0", "X0", "P1", "X1"};
-static const int context_device[CONTEXTS] = {0, 0, 1, 1};
-static void *contexts[CONTEXTS];
+enum { P0, X0, P1, X1, G0, H0, CONTEXTS, NONE = -1 };
+static const char *const context_names[CONTEXTS] = {"P0", "X0", "P1", "X1", "G0", "H0"};
+static const int context_device[CONTEXTS] = {0, 0, 1, 1, 0, 0};
+static void *contexts[CONTEXTS];         /* G0 and H0: converted (cuCtxFromGreenCtx) */
 static void *explicit_streams[CONTEXTS]; /* one non-blocking stream in each context */
-enum { EXPLICIT, LEGACY, PER_THREAD };   /* stream kinds, as the fake's log reports them */
+static void *greens[CONTEXTS];           /* the green contexts of G0 and H0 */
+static int context_count = G0;           /* G0 and H0 from drivers of CUDA 12.4 on */
+static int driver_version;
+
+static int is_green(int context) {
+  return context == G0 || context == H0;
+}
+enum { EXPLICIT, LEGACY, PER_THREAD }; /* stream kinds, as the fake's log reports them */
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_CAPTURE_GLOBAL, CU_CAPTURE_THREAD_LOCAL, CU_CAPTURE_RELAXED }; /* CUstreamCaptureMode */
 #define CU_LEGACY ((void *)1)
@@ -106,7 +116,7 @@ static void set_caller(int caller) {
 }
 
 static int caller_of(void *context) {
-  for (int c = 0; c < CONTEXTS; c++)
+  for (int c = 0; c < context_count; c++)
     if (contexts[c] == context) return c;
   return NONE;
 }
@@ -119,21 +129,82 @@ static void *stream_in(int context) {
   return stream;
 }
 
+/* cuda.h's CUdevResource (RESOURCE_ABI_VERSION 1), which the test only passes on. */
+typedef struct dev_resource {
+  int type;
+  unsigned char internal_padding[92];
+  unsigned char resource[48];
+} dev_resource;
+enum { CU_DEV_RESOURCE_TYPE_SM = 1, CU_GREEN_CTX_DEFAULT_STREAM = 1 };
+typedef int (*get_resource_fn)(int device, dev_resource *resource, int type);
+typedef int (*generate_desc_fn)(void **desc, dev_resource *resources, unsigned count);
+typedef int (*green_create_fn)(void **green, void *desc, int device, unsigned flags);
+typedef int (*from_green_fn)(void **context, void *green);
+typedef int (*green_stream_fn)(void **stream, void *green, unsigned flags, int priority);
+
+/* A green context of device 0 with all its SMs (the steps of cuda.h's "Green Contexts":
+   resources, a descriptor, the context), converted. */
+static int green_new(int c) {
+  dev_resource sms;
+  void *desc = NULL;
+  if (CU(get_resource_fn, "cuDeviceGetDevResource", 0, &sms, CU_DEV_RESOURCE_TYPE_SM) != 0 ||
+      CU(generate_desc_fn, "cuDevResourceGenerateDesc", &desc, &sms, 1u) != 0 ||
+      CU(green_create_fn, "cuGreenCtxCreate", &greens[c], desc, 0,
+         (unsigned)CU_GREEN_CTX_DEFAULT_STREAM) != 0)
+    return -1;
+  return CU(from_green_fn, "cuCtxFromGreenCtx", &contexts[c], greens[c]);
+}
+
+/* G0's stream from cuGreenCtxStreamCreate (CUDA 12.5); H0's, and G0's before 12.5, from
+   cuStreamCreate with the converted context current. */
+static void *green_stream(int c) {
+  void *stream = NULL;
+  if (c == H0 || driver_version < 12050) return stream_in(c);
+  CU_OK(green_stream_fn, "cuGreenCtxStreamCreate", &stream, greens[c],
+        (unsigned)CU_STREAM_NON_BLOCKING, 0);
+  return stream;
+}
+
+/* A primary context is reset only by its last reference, and each green context holds one
+   ("This API will retain the primary context on device dev", cuGreenCtxCreate): the tests
+   that reset P0 take the green contexts away first, their streams before them ("Users
+   must explicitly destroy all such streams before invoking cuGreenCtxDestroy"), and make
+   them again afterwards. */
+static void greens_destroy(void) {
+  for (int c = G0; c < context_count; c++) {
+    CU_OK(handle_fn, "cuStreamDestroy_v2", explicit_streams[c]);
+    CU_OK(handle_fn, "cuGreenCtxDestroy", greens[c]);
+  }
+}
+
+static void greens_make(void) {
+  for (int c = G0; c < context_count; c++) {
+    if (green_new(c) != 0) fail_msg("could not make green context %s", context_names[c]);
+    explicit_streams[c] = green_stream(c);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   libcuda = test_library_open(getenv("DL_SYNC_LIBCUDA"));
   if (libcuda == NULL) return -1;
   if (CU(init_fn, "cuInit", 0u) != 0) return -1;
+  if (((int (*)(int *))sym("cuDriverGetVersion"))(&driver_version) != 0) return -1;
   for (int d = 0; d < 2; d++)
     if (CU(primary_retain_fn, "cuDevicePrimaryCtxRetain", &contexts[d == 0 ? P0 : P1], d) != 0)
       return -1;
-  for (int c = X0; c < CONTEXTS; c += 2) {
+  for (int c = X0; c < G0; c += 2) {
     void *popped = NULL;
     if (CU(ctx_create_fn, "cuCtxCreate_v2", &contexts[c], 0u, context_device[c]) != 0) return -1;
     CU(ctx_out_fn, "cuCtxPopCurrent_v2", &popped);
   }
+  if (driver_version >= 12040) {
+    context_count = CONTEXTS;
+    if (green_new(G0) != 0 || green_new(H0) != 0) return -1;
+  }
   set_caller(P0);
-  for (int c = 0; c < CONTEXTS; c++) explicit_streams[c] = stream_in(c);
+  for (int c = 0; c < context_count; c++)
+    explicit_streams[c] = is_green(c) ? green_stream(c) : stream_in(c);
   return 0;
 }
 
@@ -168,6 +239,21 @@ static int oracle_context(const named *s, int caller) {
   return s->device == 0 ? P0 : P1;
 }
 
+/* cuStreamGetCtx_v2: "specifying CU_STREAM_PER_THREAD or cudaStreamPerThread will return
+   CUDA_ERROR_INVALID_HANDLE if a green context is current to the calling thread": the
+   per-thread stream of a green context is no stream, and dlsync says so (EINVAL). */
+static int per_thread_of_green(const named *s, int caller) {
+  return s->kind == PER_THREAD && is_green(oracle_context(s, caller));
+}
+
+/* cuGreenCtxCreate: "a green context can be current to only one thread at a time": dlsync
+   makes a green context's events only where the caller has it current, and refuses
+   (ENOTSUP) to fill its empty pool from anywhere else. */
+static int green_pool_refused(const named *producer, int caller, int warm) {
+  return !warm && producer->kind == EXPLICIT && is_green(producer->context) &&
+         caller != producer->context;
+}
+
 static int same_stream(const named *a, const named *b, int caller) {
   if (a->kind != b->kind || oracle_context(a, caller) != oracle_context(b, caller)) return 0;
   return a->kind != EXPLICIT || a->handle == b->handle;
@@ -191,7 +277,7 @@ typedef struct expected_call {
 
 static int named_streams(named *out) {
   int n = 0;
-  for (int c = 0; c < CONTEXTS; c++) {
+  for (int c = 0; c < context_count; c++) {
     named s = {
         .device = context_device[c], .kind = EXPLICIT, .context = c, .handle = explicit_streams[c]};
     snprintf(s.name, sizeof s.name, "stream of %s", context_names[c]);
@@ -290,17 +376,23 @@ static int run_case(const scenario *sc, expected_call *calls, int *count, void *
   return status;
 }
 
-/* What cuda.h says the case must do. */
+/* What cuda.h says the case must do. A stream's capture state is asked before anything
+   is recorded on it or waited on, and an ordering asks the consumer's before it takes an
+   event; a tensor's record comes first, whole. */
 static int expect(const scenario *sc, expected_call *calls, int *count) {
   *count = 0;
-  int caller = sc->caller;
+  int caller = sc->caller, tensor = sc->op == OP_TENSOR;
   /* A tensor's record comes before the capture begins: only an ordering made while the
      consumer captures queries the producer's legacy stream. */
-  if (sc->op != OP_TENSOR && legacy_blocked(&sc->producer, &sc->consumer, caller, sc->capture))
+  if (!tensor && legacy_blocked(&sc->producer, &sc->consumer, caller, sc->capture))
     return DL_SYNC_ECAPTURE;
-  if (sc->op != OP_TENSOR && same_stream(&sc->producer, &sc->consumer, caller)) return DL_SYNC_OK;
+  if (!tensor && same_stream(&sc->producer, &sc->consumer, caller)) return DL_SYNC_OK;
+  if (per_thread_of_green(&sc->producer, caller)) return DL_SYNC_EINVAL;
+  if (!tensor && per_thread_of_green(&sc->consumer, caller)) return DL_SYNC_EINVAL;
+  if (green_pool_refused(&sc->producer, caller, sc->warm)) return DL_SYNC_ENOTSUP;
   calls[(*count)++] =
       (expected_call){'r', sc->producer.kind, oracle_context(&sc->producer, caller)};
+  if (tensor && per_thread_of_green(&sc->consumer, caller)) return DL_SYNC_EINVAL;
   calls[(*count)++] = (expected_call){sc->capture ? 'x' : 'w', sc->consumer.kind,
                                       oracle_context(&sc->consumer, caller)};
   return DL_SYNC_OK;
@@ -325,6 +417,15 @@ static void format_calls(const expected_call *calls, int count, char *out, size_
   if (count == 0) snprintf(out, size, "nothing");
 }
 
+/* A green context's pool warmed where the green context is current: one ordering from
+   its stream to its legacy stream leaves an event that every thread can use. */
+static void warm_green_pool(const named *producer) {
+  if (producer->kind != EXPLICIT || !is_green(producer->context)) return;
+  set_caller(producer->context);
+  DL_OK(dl_sync_push_dep(view(producer),
+                         dl_sync_stream_view((DLDevice){kDLCUDA, producer->device}, CU_LEGACY)));
+}
+
 /* Checks one case; returns 1 when it held, else prints why. */
 static int check(const scenario *sc) {
   if (sc->warm) {
@@ -334,6 +435,7 @@ static int check(const scenario *sc) {
     run_case(sc, ignored, &n, &graph);
     if (graph != NULL) CU_OK(handle_fn, "cuGraphDestroy", graph);
     drain();
+    warm_green_pool(&sc->producer);
   } else {
     set_caller(P0);
     DL_OK(dl_sync_shutdown());
@@ -412,7 +514,7 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
   int n = named_streams(all);
   long cases = 0, failed = 0;
   for (int op = 0; op < OPS; op++)
-    for (int caller = NONE; caller < CONTEXTS; caller++)
+    for (int caller = NONE; caller < context_count; caller++)
       for (int p = 0; p < n; p++)
         for (int warm = 0; warm < 2; warm++)
           for (int capture = 0; capture < 2; capture++) {
@@ -422,6 +524,7 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
             int count = consumers(&base, all, n, list);
             for (int i = 0; i < count; i++) {
               if (capture && list[i].consumer.kind == LEGACY) continue; /* cannot capture */
+              if (capture && per_thread_of_green(&list[i].consumer, caller)) continue; /* none */
               if (capture && same_stream(&list[i].producer, &list[i].consumer, caller)) continue;
               cases++;
               if (!check(&list[i]) && ++failed >= 20) fail_msg("20 combinations failed");
@@ -432,15 +535,15 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
 }
 
 /* The steady state of a cross-stream export between explicit streams: no event made, no
-   context asked for or switched; the driver calls are the two capture queries, the
-   producer stream's context and that context's identity (its pool), one record and one
-   wait. */
+   context asked for or switched, no green context asked about (once per pool); the driver
+   calls are the two capture queries, the producer stream's context and that context's
+   identity (its pool), one record and one wait. */
 static void test_steady_state_export_makes_six_driver_calls(void **state) {
   (void)state;
-  static const char *const calls[] = {"capture_queries", "stream_get_ctx", "ctx_get_id",
-                                      "event_record",    "stream_wait",    "event_create",
-                                      "ctx_get_current", "ctx_set_current"};
-  static const long per_export[] = {2, 1, 1, 1, 1, 0, 0, 0};
+  static const char *const calls[] = {"capture_queries", "stream_get_ctx",  "ctx_get_id",
+                                      "event_record",    "stream_wait",     "event_create",
+                                      "ctx_get_current", "ctx_set_current", "stream_get_green_ctx"};
+  static const long per_export[] = {2, 1, 1, 1, 1, 0, 0, 0, 0};
   enum { CALLS = sizeof calls / sizeof *calls, EXPORTS = 100 };
   dl_sync_stream producer = dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[X0]);
   dl_sync_stream_arg consumer = dl_sync_stream_arg_int((int64_t)(intptr_t)explicit_streams[P0]);
@@ -647,6 +750,7 @@ static void test_a_reuse_stream_waits_in_the_producers_context(void **state) {
   for (int r = 0; r < n; r++)
     for (int c = 0; c < n; c++) {
       if (all[r].device != 0 || all[c].device != 0 || all[r].kind == PER_THREAD) continue;
+      if (is_green(all[r].context) || is_green(all[c].context)) continue; /* see Green below */
       for (int pc = 0; pc < 3; pc++)
         for (int rl = 0; rl < 3; rl++)
           for (int capture = 0; capture < 2; capture++)
@@ -681,6 +785,7 @@ static void test_a_reuse_stream_waits_in_the_producers_context(void **state) {
 static void test_dead_releases_hold_no_other_up(void **state) {
   (void)state;
   DL_OK(dl_sync_shutdown()); /* dlsync holds no primary reference: the release resets P0 */
+  greens_destroy();
   set_caller(P0);
   DLDevice d0 = {kDLCUDA, 0};
   enum { DEAD = 2, LIVE = 4, TENSORS = DEAD + LIVE };
@@ -727,6 +832,7 @@ static void test_dead_releases_hold_no_other_up(void **state) {
   assert_error_mentions("2 releases could not be finished");
   DL_OK(dl_sync_shutdown());
   explicit_streams[P0] = stream_in(P0); /* the reset took the suite's streams of P0 */
+  greens_make();
 
   /* A sticky error: every release asked once, none run, shutdown says so. */
   ((void (*)(int))sym("fake_cuda_sticky"))(700);
@@ -747,6 +853,183 @@ static void test_dead_releases_hold_no_other_up(void **state) {
   assert_error_mentions("4 releases could not be finished");
 }
 
+/* ---- green contexts ------------------------------------------------------------------ */
+
+/* cuGreenCtxCreate: "a green context can be current to only one thread at a time". A
+   framework thread has G0 current; another thread exports from a stream of G0 while G0's
+   pool is empty. dlsync refuses (ENOTSUP, saying why and what to do) and never tries to
+   make G0 current; once the framework thread has exported, the event it made serves the
+   other thread, which makes none. The control: making G0 current on the other thread is
+   what the fake answers with an error and counts ("green_second_thread"). */
+typedef struct green_holder {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int phase; /* told: 1 make G0 current, 2 export once, 3 let it go */
+  int done, status;
+} green_holder;
+
+static void holder_tell(green_holder *h, int phase) {
+  pthread_mutex_lock(&h->lock);
+  h->phase = phase;
+  pthread_cond_broadcast(&h->changed);
+  while (h->done < phase) pthread_cond_wait(&h->changed, &h->lock);
+  pthread_mutex_unlock(&h->lock);
+}
+
+static void *hold_green(void *arg) {
+  green_holder *h = arg;
+  for (int phase = 1; phase <= 3; phase++) {
+    pthread_mutex_lock(&h->lock);
+    while (h->phase < phase) pthread_cond_wait(&h->changed, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+    if (phase == 1) CU(ctx_fn, "cuCtxSetCurrent", contexts[G0]);
+    if (phase == 2)
+      h->status =
+          dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[G0]),
+                           dl_sync_stream_view((DLDevice){kDLCUDA, 0}, CU_LEGACY));
+    if (phase == 3) CU(ctx_fn, "cuCtxSetCurrent", NULL);
+    pthread_mutex_lock(&h->lock);
+    h->done = phase;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+  }
+  return NULL;
+}
+
+static void test_a_green_contexts_pool_is_filled_only_where_it_is_current(void **state) {
+  (void)state;
+  if (context_count == G0) skip(); /* a driver without green contexts */
+  DL_OK(dl_sync_shutdown());       /* every pool cold */
+  set_caller(P0);
+  green_holder h = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, hold_green, &h), 0);
+  holder_tell(&h, 1);
+  DLDevice d0 = {kDLCUDA, 0};
+  dl_sync_stream green = dl_sync_stream_view(d0, explicit_streams[G0]);
+  dl_sync_stream consumer = dl_sync_stream_view(d0, explicit_streams[P0]);
+  long second = counter("green_second_thread");
+  assert_int_not_equal(CU(ctx_fn, "cuCtxSetCurrent", contexts[G0]), 0); /* the control */
+  assert_int_equal(counter("green_second_thread") - second, 1);
+  assert_ptr_equal(current(), contexts[P0]);
+  second = counter("green_second_thread");
+  long created = counter("event_create");
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = d0;
+  assert_int_equal(dl_sync_push_dep(green, consumer), DL_SYNC_ENOTSUP);
+  print_message("%s\n", dl_sync_last_error());
+  assert_error_mentions("current to only one thread at a time");
+  assert_error_mentions("from the thread that has the green context current");
+  assert_int_equal(dl_sync_tensor_record(&tensor, green), DL_SYNC_ENOTSUP);
+  assert_int_equal(counter("event_create") - created, 0);
+  assert_ptr_equal(current(), contexts[P0]);
+
+  holder_tell(&h, 2); /* the framework thread's own export warms G0's pool */
+  assert_int_equal(h.status, DL_SYNC_OK);
+  created = counter("event_create");
+  for (int i = 0; i < 3; i++) {
+    DL_OK(dl_sync_push_dep(green, consumer));
+    DL_OK(dl_sync_export(green, dl_sync_stream_arg_int((int64_t)(intptr_t)consumer.handle)));
+  }
+  DL_OK(dl_sync_tensor_record(&tensor, green)); /* takes the one event */
+  DLManagedTensorVersioned second_tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  second_tensor.dl_tensor.device = d0;
+  assert_int_equal(dl_sync_tensor_record(&second_tensor, green), DL_SYNC_ENOTSUP);
+  assert_int_equal(counter("event_create") - created, 0);
+  assert_int_equal(counter("green_second_thread") - second, 0);
+  tensor.deleter(&tensor);
+  holder_tell(&h, 3);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+}
+
+/* DLPack's stream=2 with a green context current: cuStreamGetCtx_v2, CU_STREAM_PER_THREAD
+   "will return CUDA_ERROR_INVALID_HANDLE if a green context is current to the calling
+   thread". dlsync says so (EINVAL, never a silent success); with a created context current
+   stream=2 is that context's per-thread stream (the control), and under the green context
+   None is its legacy stream (the PyTorch pattern: cuStreamGetCtx: the special handles
+   "return the context current to the calling thread"). */
+static void test_stream_2_under_a_green_context_says_why(void **state) {
+  (void)state;
+  if (context_count == G0) skip();
+  DLDevice d0 = {kDLCUDA, 0};
+  log_fn log = (log_fn)sym("fake_cuda_log");
+  set_caller(G0);
+  long records = counter("event_record");
+  assert_int_equal(
+      dl_sync_export(dl_sync_stream_view(d0, explicit_streams[G0]), dl_sync_stream_arg_int(2)),
+      DL_SYNC_EINVAL);
+  print_message("%s\n", dl_sync_last_error());
+  assert_error_mentions("green context is current");
+  assert_error_mentions("stream=2");
+  assert_int_equal(counter("event_record") - records, 0);
+  assert_ptr_equal(current(), contexts[G0]);
+  log(-1, NULL, NULL, NULL);
+  DL_OK(dl_sync_export(dl_sync_stream_view(d0, explicit_streams[G0]), dl_sync_stream_arg_none()));
+  int kind = -1;
+  void *context = NULL, *stream = NULL;
+  assert_int_equal(log(1, &kind, &context, &stream), 'w');
+  assert_int_equal(kind, LEGACY);
+  assert_ptr_equal(context, contexts[G0]);
+  set_caller(X0);
+  DL_OK(dl_sync_export(dl_sync_stream_view(d0, explicit_streams[X0]), dl_sync_stream_arg_int(2)));
+}
+
+/* cuEventRecord: "hEvent and hStream must be from the same context"; whether a green
+   context's converted context and its primary context are one there, cuda.h leaves open
+   (FAKE_CUDA_GREEN_EVENT_RULE). dlsync records only events of a stream's own context, so
+   the combinations hold under both readings; this is what the strict one catches: an event
+   made in P0 recorded on a stream of G0. */
+typedef int (*record_on_fn)(void *event, void *stream);
+
+static void test_the_green_event_rule_is_the_fakes_switch(void **state) {
+  (void)state;
+  if (context_count == G0) skip();
+  const char *rule = getenv("FAKE_CUDA_GREEN_EVENT_RULE");
+  int lenient = rule != NULL && strcmp(rule, "lenient") == 0;
+  set_caller(P0);
+  void *event = NULL;
+  CU_OK(event_create_fn, "cuEventCreate", &event, 2u /* CU_EVENT_DISABLE_TIMING */);
+  int code = CU(record_on_fn, "cuEventRecord", event, explicit_streams[G0]);
+  print_message("an event of P0 recorded on a stream of G0 (%s): %d\n",
+                lenient ? "lenient" : "strict", code);
+  assert_int_equal(code, lenient ? 0 : 400 /* CUDA_ERROR_INVALID_HANDLE */);
+  assert_int_equal(CU(record_on_fn, "cuEventRecord", event, explicit_streams[H0]), code);
+  assert_int_equal(CU(record_on_fn, "cuEventRecord", event, explicit_streams[X0]), 400);
+  CU_OK(handle_fn, "cuEventDestroy_v2", event);
+}
+
+/* A producer with G0 current names G0's legacy stream as its reuse stream. A release from
+   another thread could order that stream only by making G0 current: dlsync does not name
+   the green context, and the release is deferred behind the consumer's work. The control:
+   named in a created context (X0), the same release is ordered. */
+static int release_named_in(int producer_context, DLManagedTensorVersioned *tensor) {
+  DLDevice d0 = {kDLCUDA, 0};
+  tensor->dl_tensor.device = d0;
+  set_caller(producer_context);
+  DL_OK(dl_sync_tensor_record_reuse(tensor,
+                                    dl_sync_stream_view(d0, explicit_streams[producer_context]),
+                                    dl_sync_stream_view(d0, CU_LEGACY)));
+  set_caller(P0);
+  return dl_sync_tensor_release(tensor, dl_sync_stream_view(d0, explicit_streams[P0]));
+}
+
+static void test_a_green_legacy_reuse_stream_is_released_deferred(void **state) {
+  (void)state;
+  if (context_count == G0) skip();
+  int deleted = 0;
+  DLManagedTensorVersioned in_green = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
+  DLManagedTensorVersioned in_created = in_green;
+  long second = counter("green_second_thread"), switches = counter("ctx_set_current");
+  assert_int_equal(release_named_in(G0, &in_green), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("green_second_thread") - second, 0);
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 1);
+  assert_int_equal(release_named_in(X0, &in_created), DL_SYNC_RELEASED_ORDERED);
+  assert_int_equal(deleted, 2);
+  assert_true(counter("ctx_set_current") > switches);
+}
+
 /* ---- the reproducers --------------------------------------------------------------- */
 
 /* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
@@ -757,6 +1040,7 @@ static void test_dead_releases_hold_no_other_up(void **state) {
 static void test_a_reset_primary_context_gets_new_events(void **state) {
   (void)state;
   DL_OK(dl_sync_shutdown()); /* dlsync holds no reference of its own */
+  greens_destroy();
   set_caller(P0);
   long retains = counter("primary_retain"), dead = counter("dead_handles");
   void *a = stream_in(P0), *b = stream_in(P0);
@@ -784,6 +1068,125 @@ static void test_a_reset_primary_context_gets_new_events(void **state) {
   CU_OK(handle_fn, "cuStreamDestroy_v2", b);
   /* the reset took the suite's streams of P0 with it */
   explicit_streams[P0] = stream_in(P0);
+  greens_make();
+}
+
+/* The other reading of a reset: cuda.h does not say whether a reset primary context comes
+   back with a new cuCtxGetId, and with FAKE_CUDA_RESET_KEEPS_ID=1 the fake keeps it, as the
+   handle is kept. The pool found by that Id holds the events the reset destroyed: a record
+   on one answers that it is gone (CUDA_ERROR_INVALID_HANDLE), and dlsync drops the pool and
+   records once more with a fresh one; another thread's cached events of it are never used
+   again. The control: the pooled event of before, recorded after the reset, fails as
+   every export would without the retry. */
+typedef struct exporter {
+  void *a, *b;
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int phase; /* what the thread is told to do next: 1 export (its cache warm), 2 again, 3 end */
+  int done, status[2];
+} exporter;
+
+static void exporter_tell(exporter *e, int phase) {
+  pthread_mutex_lock(&e->lock);
+  e->phase = phase;
+  pthread_cond_broadcast(&e->changed);
+  while (e->done < phase) pthread_cond_wait(&e->changed, &e->lock);
+  pthread_mutex_unlock(&e->lock);
+}
+
+static void *export_on_request(void *arg) {
+  exporter *e = arg;
+  CU(ctx_fn, "cuCtxSetCurrent", contexts[P0]);
+  for (int phase = 1; phase <= 3; phase++) {
+    pthread_mutex_lock(&e->lock);
+    while (e->phase < phase) pthread_cond_wait(&e->changed, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+    if (phase < 3)
+      e->status[phase - 1] = dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, e->a),
+                                              dl_sync_stream_view((DLDevice){kDLCUDA, 0}, e->b));
+    else
+      CU(ctx_fn, "cuCtxSetCurrent", NULL);
+    pthread_mutex_lock(&e->lock);
+    e->done = phase;
+    pthread_cond_broadcast(&e->changed);
+    pthread_mutex_unlock(&e->lock);
+  }
+  return NULL;
+}
+
+typedef int (*record_fn)(void *event, void *stream);
+
+/* The fake's switches are read at each use: set here, in the process (NULL: unset). */
+static void set_reading(const char *name, const char *value) {
+#ifdef _WIN32
+  _putenv_s(name, value != NULL ? value : ""); /* "" removes it */
+#else
+  if (value != NULL)
+    setenv(name, value, 1);
+  else
+    unsetenv(name);
+#endif
+}
+
+static void test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events(void **state) {
+  (void)state;
+  DL_OK(dl_sync_shutdown()); /* dlsync holds no reference of its own */
+  greens_destroy();
+  set_reading("FAKE_CUDA_RESET_KEEPS_ID", "1");
+  set_caller(P0);
+  DLDevice d0 = {kDLCUDA, 0};
+  void *a = stream_in(P0), *b = stream_in(P0);
+  exporter other = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, export_on_request, &other), 0);
+  DL_OK(dl_sync_push_dep(dl_sync_stream_view(d0, a), dl_sync_stream_view(d0, b)));
+  DLManagedTensorVersioned tensor = {.version = {1, 3}, .deleter = tensor_deleter};
+  tensor.dl_tensor.device = d0;
+  DL_OK(dl_sync_tensor_record(&tensor, dl_sync_stream_view(d0, a))); /* a pooled event */
+  void *pooled = ((dl_sync_tensor_event_owner *)tensor.manager_ctx)->event;
+  other.a = stream_in(P0);
+  other.b = stream_in(P0);
+  exporter_tell(&other, 1); /* the other thread's cache holds an event of the pool too */
+  unsigned long long before = 0, after = 0;
+  CU_OK(id_fn, "cuCtxGetId", contexts[P0], &before);
+  CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0); /* the last reference: a reset */
+  void *again = NULL;
+  CU_OK(primary_retain_fn, "cuDevicePrimaryCtxRetain", &again, 0);
+  CU_OK(id_fn, "cuCtxGetId", contexts[P0], &after);
+  assert_int_equal(after, before); /* this reading: the Id survives the reset */
+
+  a = stream_in(P0); /* the reset took the streams with it */
+  b = stream_in(P0);
+  other.a = stream_in(P0);
+  other.b = stream_in(P0);
+  long dead = counter("dead_handles"), created = counter("event_create");
+  /* the control: the pool's events are gone */
+  assert_int_equal(CU(record_fn, "cuEventRecord", pooled, a), 400 /* INVALID_HANDLE */);
+  assert_int_equal(counter("dead_handles") - dead, 1);
+  dead = counter("dead_handles");
+  for (int i = 0; i < 3; i++)
+    DL_OK(dl_sync_push_dep(dl_sync_stream_view(d0, a), dl_sync_stream_view(d0, b)));
+  assert_int_equal(counter("dead_handles") - dead, 1); /* the one record that told */
+  assert_int_equal(counter("event_create") - created, 1);
+  exporter_tell(&other, 2); /* its cached event of the dropped pool is never used */
+  assert_int_equal(other.status[0], DL_SYNC_OK);
+  assert_int_equal(other.status[1], DL_SYNC_OK);
+  assert_int_equal(counter("dead_handles") - dead, 1);
+  dl_sync_pool_stats stats;
+  DL_OK(dl_sync_pool_stats_get(dl_sync_cuda_backend(), 0, &stats));
+  assert_int_equal(stats.created, counter("event_create") - created); /* the fresh pool's */
+  exporter_tell(&other, 3);
+  assert_int_equal(pthread_join(thread, NULL), 0);
+  tensor.deleter(&tensor); /* its event goes back to the dropped pool, never used again */
+  DL_OK(dl_sync_shutdown());
+  assert_int_equal(counter("dead_handles") - dead, 1); /* no dead event destroyed */
+  set_reading("FAKE_CUDA_RESET_KEEPS_ID", NULL);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", a);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", b);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", other.a);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", other.b);
+  explicit_streams[P0] = stream_in(P0);
+  greens_make();
 }
 
 /* dlsync retains a primary context only to name a default stream for a caller with no
@@ -1166,6 +1569,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_release_calls, teardown_each),
       cmocka_unit_test_teardown(test_a_reuse_stream_waits_in_the_producers_context, teardown_each),
       cmocka_unit_test_teardown(test_a_reset_primary_context_gets_new_events, teardown_each),
+      cmocka_unit_test_teardown(test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events,
+                                teardown_each),
       cmocka_unit_test_teardown(test_dead_releases_hold_no_other_up, teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
@@ -1182,6 +1587,12 @@ int main(void) {
       cmocka_unit_test_teardown(test_each_thread_records_on_its_own_per_thread_stream,
                                 teardown_each),
       cmocka_unit_test_teardown(test_a_forked_child_is_told_why, teardown_each),
+      cmocka_unit_test_teardown(test_a_green_contexts_pool_is_filled_only_where_it_is_current,
+                                teardown_each),
+      cmocka_unit_test_teardown(test_stream_2_under_a_green_context_says_why, teardown_each),
+      cmocka_unit_test_teardown(test_the_green_event_rule_is_the_fakes_switch, teardown_each),
+      cmocka_unit_test_teardown(test_a_green_legacy_reuse_stream_is_released_deferred,
+                                teardown_each),
   };
   return cmocka_run_group_tests_name("driver_contexts", tests, setup, NULL);
 }

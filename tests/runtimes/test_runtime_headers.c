@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync declares the runtime constants it uses itself (sync/backends/cuda_api.h,
- * hip_api.h): this file, compiled against the real headers where they are installed,
- * pins every one of them. It only has to compile.
+ * cuda_driver_api.h, hip_api.h): this file, compiled against the real headers where they
+ * are installed, pins every one of them. It only has to compile.
  */
 #define DL_SYNC_PIN(name, value) \
   _Static_assert((name) == (value), #name " differs from the runtime's header");
 
 #ifdef DL_SYNC_PIN_CUDA
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #define DL_SYNC__CUDA_CONSTANTS_ONLY
 #include "backends/cuda_api.h"
+#include "backends/cuda_driver_api.h"
 DL_SYNC__CUDA_CONSTANTS(DL_SYNC_PIN)
+DL_SYNC__CUDA_DRIVER_CONSTANTS(DL_SYNC_PIN)
 #endif
 
 #ifdef DL_SYNC_PIN_HIP
