@@ -392,9 +392,13 @@ int dl_sync__releases_queued(void);
    (their stream captures, or is gone where asking would read it), else OK. */
 int dl_sync__release_report_left(void);
 
-/* release_thread.c: wakes the release thread, when it runs, for a release just queued; and
-   stops it (*was_running says whether it ran), for dl_sync_shutdown. */
-void dl_sync__release_thread_wake(void);
+/* Waits, at most timeout_ms (< 0: until a release waits), for a release to be queued or for
+   dl_sync__release_wake, unless *stop. For the release thread. */
+void dl_sync__release_wait(int timeout_ms, const atomic_int *stop);
+void dl_sync__release_wake(void);
+
+/* release_thread.c: stops the release thread (*was_running says whether it ran), for
+   dl_sync_shutdown. */
 int dl_sync__release_thread_stop(int *was_running);
 
 /* tensor.c: what releasing a tensor (either kind, legacy says which) needs of it: its

@@ -246,6 +246,32 @@ dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy) {
 
 static void forget_in_child(void);
 
+/* Threads waiting for releases to finish (the release thread): woken when one is queued,
+   or by dl_sync__release_wake. waiting and the counts are sequentially consistent, so that
+   a release queued while a waiter goes to sleep is seen by one side or the other. */
+static dl_sync__mutex waiters_lock = DL_SYNC__MUTEX_INIT;
+static dl_sync__cond waiters = DL_SYNC__COND_INIT;
+static atomic_int waiting;
+
+void dl_sync__release_wake(void) {
+  dl_sync__mutex_lock(&waiters_lock);
+  dl_sync__cond_signal(&waiters);
+  dl_sync__mutex_unlock(&waiters_lock);
+}
+
+static void wake_waiters(void) {
+  if (atomic_load(&waiting) != 0) dl_sync__release_wake();
+}
+
+void dl_sync__release_wait(int timeout_ms, const atomic_int *stop) {
+  dl_sync__mutex_lock(&waiters_lock);
+  atomic_fetch_add(&waiting, 1);
+  if (!atomic_load(stop) && (timeout_ms >= 0 || atomic_load(&dl_sync__releases_pending) == 0))
+    dl_sync__cond_wait(&waiters, &waiters_lock, timeout_ms);
+  atomic_fetch_sub(&waiting, 1);
+  dl_sync__mutex_unlock(&waiters_lock);
+}
+
 static void register_fork_handler(void) {
   dl_sync__on_fork(NULL, NULL, forget_in_child);
 }
@@ -272,7 +298,7 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
       q->head = p;
     q->tail = p;
     atomic_fetch_add_explicit(&queued, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+    atomic_fetch_add(&dl_sync__releases_pending, 1); /* before waiting is read */
   } else if (claimed) {
     tensor_unclaim(p);
   }
@@ -280,7 +306,7 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   unlock();
   free(spare);
   if (q != NULL) {
-    dl_sync__release_thread_wake();
+    wake_waiters();
     return DL_SYNC_OK;
   }
   return known ? already_released(p->tensor)
@@ -292,8 +318,9 @@ int dl_sync__pending_keep(dl_sync__pending *p) {
   lock();
   int claimed = tensor_claim(p);
   int known = !claimed && tensor_find(p->tensor) != NULL;
-  if (claimed) atomic_fetch_add_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
+  if (claimed) atomic_fetch_add(&dl_sync__releases_pending, 1);
   unlock();
+  if (claimed) wake_waiters(); /* so that it polls while the graph lives, and finds it gone */
   if (claimed) return DL_SYNC_OK;
   return known ? already_released(p->tensor)
                : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
@@ -489,9 +516,9 @@ int dl_sync__release_report_left(void) {
     left = p;
   }
   failed = NULL;
-  int waiting = 0;
+  int unasked = 0;
   for (release_queue *q = first_queue; q != NULL; q = q->next)
-    for (dl_sync__pending *p = q->head; p != NULL; p = p->next) waiting++;
+    for (dl_sync__pending *p = q->head; p != NULL; p = p->next) unasked++;
   unlock();
   if (failures != 0)
     return dl_sync__error(DL_SYNC_EBACKEND,
@@ -499,13 +526,13 @@ int dl_sync__release_report_left(void) {
                           "work completed failed (its context destroyed or reset, or the "
                           "device lost); their deleters never run, their tensors are leaked",
                           failures);
-  if (waiting != 0)
+  if (unasked != 0)
     return dl_sync__error(DL_SYNC_EBACKEND,
                           "%d releases still wait: their event cannot be asked about now "
                           "without disturbing the runtime (their consumer stream is capturing, "
                           "or was destroyed where the runtime would read it); a poll finishes "
                           "those whose stream's capture ended",
-                          waiting);
+                          unasked);
   return DL_SYNC_OK;
 }
 
@@ -515,6 +542,9 @@ int dl_sync__release_report_left(void) {
    only thread. */
 static void forget_in_child(void) {
   atomic_store(&held, 0);
+  dl_sync__mutex_renew(&waiters_lock);
+  dl_sync__cond_renew(&waiters);
+  atomic_store(&waiting, 0);
   atomic_fetch_add(&generation, 1);
   for (release_queue *q = first_queue, *next; q != NULL; q = next) {
     next = q->next;

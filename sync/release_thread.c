@@ -4,7 +4,8 @@
  * that finishes deferred releases as their consumer's work completes, so that a consumer
  * gets its producer's memory back without polling. It polls about once a millisecond while
  * deferred releases wait, every 50 ms while only graphs keep releases, and sleeps while
- * none wait; a deferred release wakes it. The deleters run on it with no lock held.
+ * none wait; a release that waits wakes it (release_queue.c). The deleters run on it with
+ * no lock held.
  *
  * While it runs, this copy stays mapped (a dlclose of its holder leaves its code for the
  * thread). A forked child does not have it (and never runs the parent's releases): there it
@@ -17,46 +18,26 @@
 enum { QUEUED_INTERVAL_MS = 1, GRAPHS_INTERVAL_MS = 50 };
 
 static dl_sync__mutex control = DL_SYNC__MUTEX_INIT; /* start and stop, one at a time */
-static dl_sync__mutex mutex = DL_SYNC__MUTEX_INIT;   /* stopping, and the thread's sleep */
-static dl_sync__cond wake = DL_SYNC__COND_INIT;
-static void *thread; /* under control */
-static int stopping; /* under mutex */
-static atomic_int running;
+static void *thread;                                 /* under control */
+static atomic_int stopping, running;
 static DL_SYNC__THREAD_LOCAL int on_release_thread;
 
 static void run(void *arg) {
   (void)arg;
   on_release_thread = 1;
-  dl_sync__mutex_lock(&mutex);
-  while (!stopping) {
+  while (!atomic_load(&stopping)) {
     int interval = dl_sync__releases_queued() != 0  ? QUEUED_INTERVAL_MS
                    : dl_sync_release_pending() != 0 ? GRAPHS_INTERVAL_MS
                                                     : -1;
-    if (interval < 0) {
-      dl_sync__cond_wait(&wake, &mutex, -1);
-      continue;
-    }
-    dl_sync__mutex_unlock(&mutex);
-    dl_sync__release_finish(0);
-    dl_sync__mutex_lock(&mutex);
-    if (!stopping) dl_sync__cond_wait(&wake, &mutex, interval);
+    if (interval >= 0) dl_sync__release_finish(0);
+    dl_sync__release_wait(interval, &stopping);
   }
-  dl_sync__mutex_unlock(&mutex);
-}
-
-void dl_sync__release_thread_wake(void) {
-  if (!atomic_load_explicit(&running, memory_order_relaxed)) return;
-  dl_sync__mutex_lock(&mutex); /* the thread is waiting, or will see the release */
-  dl_sync__cond_signal(&wake);
-  dl_sync__mutex_unlock(&mutex);
 }
 
 static void forget_in_child(void) {
   dl_sync__mutex_renew(&control);
-  dl_sync__mutex_renew(&mutex);
-  dl_sync__cond_renew(&wake);
   thread = NULL; /* the parent's; not in this process */
-  stopping = 0;
+  atomic_store(&stopping, 0);
   atomic_store(&running, 0);
 }
 
@@ -96,14 +77,10 @@ int dl_sync__release_thread_stop(int *was_running) {
   void *stopped = thread;
   thread = NULL;
   if (stopped != NULL) {
-    dl_sync__mutex_lock(&mutex);
-    stopping = 1;
-    dl_sync__cond_signal(&wake);
-    dl_sync__mutex_unlock(&mutex);
+    atomic_store(&stopping, 1);
+    dl_sync__release_wake();
     dl_sync__thread_join(stopped);
-    dl_sync__mutex_lock(&mutex);
-    stopping = 0;
-    dl_sync__mutex_unlock(&mutex);
+    atomic_store(&stopping, 0);
     atomic_store(&running, 0);
   }
   dl_sync__mutex_unlock(&control);
