@@ -319,33 +319,32 @@ static int cu_stream_wait_external(void *ctx, void *stream, void *event) {
       stream, api.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_EXTERNAL));
 }
 
-/* cuThreadExchangeStreamCaptureMode: in the global mode (the default), while "any other
-   thread has a concurrent capture sequence initiated with CU_STREAM_CAPTURE_MODE_GLOBAL,
-   this thread is prohibited from potentially unsafe API calls", and an event query or
-   synchronization is one (a blocking call is never part of a graph). In the relaxed mode
-   "the local thread is not prohibited from potentially unsafe API calls": dlsync asks in
-   it, never on an event recorded in a capture, and puts the caller's mode back. */
-static CUresult relaxed(CUresult (*call)(CUevent event), CUevent event) {
-  int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  CUresult code = api.cuThreadExchangeStreamCaptureMode(&mode);
-  if (code != CUDA_SUCCESS) return code;
-  code = call(event);
-  CUresult restored = api.cuThreadExchangeStreamCaptureMode(&mode);
-  int answered = code == CUDA_SUCCESS || code == CUDA_ERROR_NOT_READY;
-  return answered && restored != CUDA_SUCCESS ? restored : code;
+/* Queries and synchronizations run in the relaxed capture mode (dl_sync__relaxed), never on
+   an event recorded in a capture. */
+static int query_event(void *event) {
+  return api.cuEventQuery((CUevent)event);
+}
+
+static int synchronize_event(void *event) {
+  return api.cuEventSynchronize((CUevent)event);
+}
+
+static int relaxed(int (*call)(void *event), void *event) {
+  return dl_sync__relaxed(api.cuThreadExchangeStreamCaptureMode, CU_STREAM_CAPTURE_MODE_RELAXED,
+                          call, event, CUDA_ERROR_NOT_READY);
 }
 
 static int cu_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_DRIVER();
-  return relaxed(api.cuEventSynchronize, (CUevent)event);
+  return relaxed(synchronize_event, event);
 }
 
 static int cu_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_DRIVER();
-  CUresult code = relaxed(api.cuEventQuery, (CUevent)event);
+  CUresult code = relaxed(query_event, event);
   *complete = code == CUDA_SUCCESS;
   return code == CUDA_ERROR_NOT_READY ? CUDA_SUCCESS : code;
 }

@@ -120,33 +120,32 @@ static int cuda_stream_wait_external(void *ctx, void *stream, void *event) {
       api.cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, cudaEventWaitExternal));
 }
 
-/* cudaThreadExchangeStreamCaptureMode: in the global mode (the default) a thread "is
-   prohibited from potentially unsafe API calls" while "any other thread has a concurrent
-   capture sequence initiated with cudaStreamCaptureModeGlobal", or it has a non-relaxed one
-   of its own; in cudaStreamCaptureModeRelaxed "the local thread is not prohibited". An
-   event query or synchronization is such a call: dlsync makes it in the relaxed mode, on
-   an event recorded outside any capture, and puts the caller's mode back. */
-static cudaError_t relaxed(cudaError_t (*call)(cudaEvent_t event), cudaEvent_t event) {
-  int mode = cudaStreamCaptureModeRelaxed;
-  cudaError_t error = api.cudaThreadExchangeStreamCaptureMode(&mode);
-  if (error != cudaSuccess) return error;
-  error = call(event);
-  cudaError_t restored = api.cudaThreadExchangeStreamCaptureMode(&mode);
-  int answered = error == cudaSuccess || error == cudaErrorNotReady;
-  return answered && restored != cudaSuccess ? restored : error;
+/* Queries and synchronizations run in the relaxed capture mode (dl_sync__relaxed), never on
+   an event recorded in a capture. */
+static int query_event(void *event) {
+  return api.cudaEventQuery((cudaEvent_t)event);
+}
+
+static int synchronize_event(void *event) {
+  return api.cudaEventSynchronize((cudaEvent_t)event);
+}
+
+static int relaxed(int (*call)(void *event), void *event) {
+  return dl_sync__relaxed(api.cudaThreadExchangeStreamCaptureMode, cudaStreamCaptureModeRelaxed,
+                          call, event, cudaErrorNotReady);
 }
 
 static int cuda_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  return consumed(relaxed(api.cudaEventSynchronize, (cudaEvent_t)event));
+  return consumed(relaxed(synchronize_event, event));
 }
 
 static int cuda_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  cudaError_t error = relaxed(api.cudaEventQuery, (cudaEvent_t)event);
+  cudaError_t error = relaxed(query_event, event);
   *complete = error == cudaSuccess;
   return error == cudaErrorNotReady ? 0 : consumed(error);
 }

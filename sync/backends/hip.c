@@ -143,32 +143,35 @@ static int hip_stream_wait_external(void *ctx, void *stream, void *event) {
       api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal));
 }
 
-/* hipThreadExchangeStreamCaptureMode sets the calling thread's interaction mode (a
-   thread-local, clr rocm-6.2.0 hipamd/src/hip_graph.cpp): in the relaxed one, a query or
-   synchronization invalidates no other thread's global-mode capture (hip_stream.cpp
-   StreamCaptureOngoing, 6.2; hip_event.cpp checkEventCaptureRestrictions, 7.x). The
-   caller's mode is put back after. */
-static hipError_t relaxed(hipError_t (*call)(hipEvent_t event), hipEvent_t event) {
-  int mode = hipStreamCaptureModeRelaxed;
-  hipError_t error = api.hipThreadExchangeStreamCaptureMode(&mode);
-  if (error != hipSuccess) return error;
-  error = call(event);
-  hipError_t restored = api.hipThreadExchangeStreamCaptureMode(&mode);
-  int answered = error == hipSuccess || error == hipErrorNotReady;
-  return answered && restored != hipSuccess ? restored : error;
+/* Queries and synchronizations run in the relaxed capture mode (dl_sync__relaxed): there a
+   query or synchronization invalidates no other thread's global-mode capture (clr rocm-6.2.0
+   hipamd/src/hip_stream.cpp StreamCaptureOngoing; 7.x hip_event.cpp
+   checkEventCaptureRestrictions); hipThreadExchangeStreamCaptureMode sets the calling
+   thread's mode (a thread-local, hip_graph.cpp). */
+static int query_event(void *event) {
+  return api.hipEventQuery((hipEvent_t)event);
+}
+
+static int synchronize_event(void *event) {
+  return api.hipEventSynchronize((hipEvent_t)event);
+}
+
+static int relaxed(int (*call)(void *event), void *event) {
+  return dl_sync__relaxed(api.hipThreadExchangeStreamCaptureMode, hipStreamCaptureModeRelaxed, call,
+                          event, hipErrorNotReady);
 }
 
 static int hip_event_synchronize(void *ctx, void *event) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  return consumed(relaxed(api.hipEventSynchronize, (hipEvent_t)event));
+  return consumed(relaxed(synchronize_event, event));
 }
 
 static int hip_event_query(void *ctx, void *event, int *complete) {
   (void)ctx;
   *complete = 0;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  hipError_t error = relaxed(api.hipEventQuery, (hipEvent_t)event);
+  hipError_t error = relaxed(query_event, event);
   *complete = error == hipSuccess;
   consumed(error);
   return error == hipErrorNotReady ? 0 : (int)error;

@@ -27,14 +27,6 @@
 #include "dlsync/sim.h"
 #include "scenario.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-
 enum { MAX_BLOCKS = MAX_OPS, MAX_READS = MAX_OPS, JOBS = 4 * MAX_OPS };
 enum { EXPLICIT, LEGACY, PER_THREAD }; /* stream kinds */
 

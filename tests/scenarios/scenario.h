@@ -16,6 +16,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* A sanitizer's build: fewer programs, longer limits, no fork with threads alive. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
 enum {
   MAX_FRAMEWORKS = 4,
   MAX_THREADS = 8,
