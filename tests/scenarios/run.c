@@ -109,6 +109,10 @@ static _Thread_local struct {
 
 /* ---- failures ---------------------------------------------------------------------- */
 
+#if defined(__GNUC__)
+static void failed(world *w, int class_, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#endif
 static void failed(world *w, int class_, const char *fmt, ...) {
   if (w->result.failed) return;
   w->result.failed = 1;
@@ -504,17 +508,18 @@ static void synchronize_devices(world *w) {
   }
 }
 
+/* A child runs none of the parent's releases (their events are the parent's). */
+#if defined(_WIN32) || defined(SANITIZED)
+static void fork_check(world *w) {
+  (void)w;
+#else
 static long total_deletions(const world *w) {
   long n = 0;
   for (int i = 0; i < w->record_count; i++) n += atomic_load(&w->records[i].deleted);
   return n;
 }
 
-/* A child runs none of the parent's releases (their events are the parent's). */
 static void fork_check(world *w) {
-#if defined(_WIN32) || defined(SANITIZED)
-  (void)w;
-#else
   long before = total_deletions(w);
   program_counts.forks++;
   pid_t child = fork();
