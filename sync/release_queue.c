@@ -54,16 +54,21 @@ typedef struct release_queue {
   int looked_at; /* a poll is asking its head (under the lock): it stays linked meanwhile */
 } release_queue;
 
-/* Chained hash tables of pointers to these, sized in powers of two, grown when loaded. */
-typedef struct table {
-  void **buckets;
+/* Chained hash tables, sized in powers of two, grown when loaded. */
+typedef struct tensor_table {
+  dl_sync__pending **buckets;
   size_t size, count;
-} table;
+} tensor_table;
+
+typedef struct queue_table {
+  release_queue **buckets;
+  size_t size, count;
+} queue_table;
 
 static atomic_bool held;              /* everything below, but the gone stack */
-static table tensors;                 /* of dl_sync__pending, through set_next */
+static tensor_table tensors;          /* through set_next */
 static atomic_size_t tensors_claimed; /* tensors.count, read without the lock */
-static table queues;                  /* of release_queue, through map_next */
+static queue_table queues;            /* through map_next */
 static release_queue *first_queue;
 static dl_sync__pending *failed;         /* asked about and failed, not yet reported */
 static dl_sync__pending *left;           /* reported, or the parent's in a forked child: leaked */
@@ -99,7 +104,7 @@ static size_t hash_pointer(const void *p) {
 /* --- the tensor set ---------------------------------------------------------------- */
 
 static dl_sync__pending **tensor_bucket(const void *tensor) {
-  return (dl_sync__pending **)&tensors.buckets[hash_pointer(tensor) & (tensors.size - 1)];
+  return &tensors.buckets[hash_pointer(tensor) & (tensors.size - 1)];
 }
 
 static dl_sync__pending *tensor_find(const void *tensor) {
@@ -114,12 +119,12 @@ static dl_sync__pending *tensor_find(const void *tensor) {
 static void tensor_grow(void) {
   if (tensors.count < 2 * tensors.size) return;
   size_t size = tensors.size ? 2 * tensors.size : 64;
-  void **buckets = calloc(size, sizeof *buckets);
+  dl_sync__pending **buckets = calloc(size, sizeof *buckets);
   if (buckets == NULL) return;
   for (size_t i = 0; i < tensors.size; i++)
     for (dl_sync__pending *p = tensors.buckets[i], *next; p != NULL; p = next) {
       next = p->set_next;
-      dl_sync__pending **at = (dl_sync__pending **)&buckets[hash_pointer(p->tensor) & (size - 1)];
+      dl_sync__pending **at = &buckets[hash_pointer(p->tensor) & (size - 1)];
       p->set_next = *at;
       *at = p;
     }
@@ -160,15 +165,15 @@ static int same_queue(const release_queue *q, const dl_sync_backend *b, const dl
 static release_queue **queue_bucket(const dl_sync__bound *s) {
   size_t h =
       hash_pointer(s->stream.handle) ^ (size_t)s->context_id ^ (size_t)s->stream.device.device_id;
-  return (release_queue **)&queues.buckets[hash_pointer((void *)(uintptr_t)h) & (queues.size - 1)];
+  return &queues.buckets[hash_pointer((void *)(uintptr_t)h) & (queues.size - 1)];
 }
 
 static void queue_grow(void) {
   if (queues.count < queues.size) return;
   size_t size = queues.size ? 2 * queues.size : 16;
-  void **buckets = calloc(size, sizeof *buckets);
+  release_queue **buckets = calloc(size, sizeof *buckets);
   if (buckets == NULL) return;
-  table old = queues;
+  queue_table old = queues;
   queues.buckets = buckets;
   queues.size = size;
   for (size_t i = 0; i < old.size; i++)
@@ -567,7 +572,8 @@ static void forget_in_child(void) {
   failed = NULL;
   free(queues.buckets);
   free(tensors.buckets);
-  queues = tensors = (table){0};
+  queues = (queue_table){0};
+  tensors = (tensor_table){0};
   atomic_store(&tensors_claimed, 0);
   first_queue = NULL;
   atomic_store(&left_failed, 0);
