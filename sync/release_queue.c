@@ -70,6 +70,7 @@ static tensor_table tensors;          /* through set_next */
 static atomic_size_t tensors_claimed; /* tensors.count, read without the lock */
 static queue_table queues;            /* through map_next */
 static release_queue *first_queue;
+static release_queue *spare_queue;       /* the last one dropped, kept for the next new stream */
 static dl_sync__pending *failed;         /* asked about and failed, not yet reported */
 static dl_sync__pending *left;           /* reported, or the parent's in a forked child: leaked */
 static atomic_int left_failed;           /* of them, failed here, not yet reported by shutdown */
@@ -208,7 +209,7 @@ static release_queue *queue_of(const dl_sync_backend *b, const dl_sync__bound *s
   return q;
 }
 
-/* Unlinks an empty queue that no poll looks at, and frees it. */
+/* Unlinks an empty queue that no poll looks at, and frees it (or keeps it as the spare). */
 static void queue_drop(release_queue *q) {
   release_queue **at = queue_bucket(&q->stream);
   while (*at != q) at = &(*at)->map_next;
@@ -219,7 +220,10 @@ static void queue_drop(release_queue *q) {
     first_queue = q->next;
   if (q->next != NULL) q->next->prev = q->prev;
   queues.count--;
-  free(q);
+  if (spare_queue == NULL)
+    spare_queue = q; /* a stream's releases come and go: no allocation each time */
+  else
+    free(q);
 }
 
 /* --- what the release calls use ---------------------------------------------------- */
@@ -291,10 +295,16 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   watch_fork();
   p->pool = pool;
   p->event = event;
-  release_queue *spare = malloc(sizeof *spare);
+  release_queue *fresh = NULL;
   lock();
   int claimed = tensor_claim(p);
-  release_queue *q = claimed ? queue_of(b, consumer, &spare) : NULL;
+  release_queue *q = claimed ? queue_of(b, consumer, &spare_queue) : NULL;
+  if (claimed && q == NULL) { /* a new stream and no spare: allocated with no lock held */
+    unlock();
+    fresh = malloc(sizeof *fresh);
+    lock();
+    q = queue_of(b, consumer, &fresh);
+  }
   if (q != NULL) {
     p->queue = q;
     if (q->tail != NULL)
@@ -309,7 +319,7 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   }
   int known = !claimed && tensor_find(p->tensor) != NULL;
   unlock();
-  free(spare);
+  free(fresh);
   if (q != NULL) {
     wake_waiters();
     return DL_SYNC_OK;
@@ -576,6 +586,8 @@ static void forget_in_child(void) {
   tensors = (tensor_table){0};
   atomic_store(&tensors_claimed, 0);
   first_queue = NULL;
+  free(spare_queue); /* memory of the child's own, unused */
+  spare_queue = NULL;
   atomic_store(&left_failed, 0);
   atomic_store(&queued, 0);
   atomic_store(&dl_sync__releases_pending, 0);
