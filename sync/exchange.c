@@ -75,6 +75,14 @@ static int refuse(DLManagedTensorVersioned *tensor, int status) {
   return status;
 }
 
+/* A device's stream family; DL_SYNC__FAMILY_UNKNOWN for any device dl_sync__check_device
+   refuses (which then says why). */
+static int family_of(DLDevice device) {
+  return device.device_id >= 0 && device.device_id < DL_SYNC_MAX_DEVICES
+             ? dl_sync__family(device.device_type)
+             : DL_SYNC__FAMILY_UNKNOWN;
+}
+
 /* What the import accepts from the producer: a versioned tensor of DLPack major 1 (whose
    layout dlsync reads) on a device dlsync knows. */
 static int check_taken(DLManagedTensorVersioned *tensor) {
@@ -84,8 +92,8 @@ static int check_taken(DLManagedTensorVersioned *tensor) {
                                          "expected major version 1",
                                          (void *)tensor, (unsigned)tensor->version.major,
                                          (unsigned)tensor->version.minor));
-  int status = dl_sync__check_device("the producer's tensor", tensor->dl_tensor.device);
-  return status != DL_SYNC_OK ? refuse(tensor, status) : DL_SYNC_OK;
+  if (family_of(tensor->dl_tensor.device) != DL_SYNC__FAMILY_UNKNOWN) return DL_SYNC_OK;
+  return refuse(tensor, dl_sync__check_device("the producer's tensor", tensor->dl_tensor.device));
 }
 
 int dl_sync__exchange_take(const DLPackExchangeAPI *api, void *object,
@@ -113,10 +121,8 @@ int dl_sync__exchange_take(const DLPackExchangeAPI *api, void *object,
   return status;
 }
 
-/* EINVAL unless the tensor's device is of the consumer stream's family. */
-static int check_families(DLDevice tensor, DLDevice consumer) {
-  if (dl_sync__family(tensor.device_type) == dl_sync__family(consumer.device_type))
-    return DL_SYNC_OK;
+/* EINVAL: the tensor's device is of another family than the consumer stream's. */
+DL_SYNC__COLD static int other_family(DLDevice tensor, DLDevice consumer) {
   return dl_sync__error(DL_SYNC_EINVAL,
                         "the producer's tensor is on %s:%d and the consumer's stream on %s:%d: "
                         "expected a consumer stream of the tensor's device family",
@@ -124,39 +130,54 @@ static int check_families(DLDevice tensor, DLDevice consumer) {
                         dl_sync__device_type_name(consumer.device_type), (int)consumer.device_id);
 }
 
-/* The producer's current work stream on the tensor's device, ordered before consumer. */
-static int order_import(const DLPackExchangeAPI *table, DLDevice device, dl_sync_stream consumer) {
-  int status = check_families(device, consumer.device);
-  dl_sync_stream producer;
-  if (status == DL_SYNC_OK) status = table_stream(table, device, &producer);
-  if (status != DL_SYNC_OK) return status;
-  status = dl_sync__push_dep(producer, consumer);
+/* producer before consumer: two streams of one family. Out of line, so that the import on
+   the producer's own stream pays for no frame of the ordering's. */
+DL_SYNC__NOINLINE static int order_streams(dl_sync_stream producer, dl_sync_stream consumer) {
+  int status = dl_sync__push_dep(producer, consumer);
   if (status == DL_SYNC_OK) return status;
   return dl_sync__error_context(status,
                                 "ordering the stream %p that the producer's current_work_stream "
                                 "answered for %s:%d before the consumer's stream %p",
-                                producer.handle, dl_sync__device_type_name(device.device_type),
-                                (int)device.device_id, consumer.handle);
+                                producer.handle,
+                                dl_sync__device_type_name(producer.device.device_type),
+                                (int)producer.device.device_id, consumer.handle);
+}
+
+/* The producer's current work stream on device (of the consumer's family), ordered before
+   consumer. */
+static int order_import(const DLPackExchangeAPI *table, DLDevice device, dl_sync_stream consumer) {
+  dl_sync_stream producer;
+  int status = table_stream(table, device, &producer);
+  if (status != DL_SYNC_OK) return status;
+  consumer = dl_sync_stream_view(consumer.device, consumer.handle);
+  if (dl_sync__same_stream(producer, consumer)) return DL_SYNC_OK; /* N0: nothing to order */
+  return order_streams(producer, consumer);
 }
 
 static int import(const DLPackExchangeAPI *api, void *object, dl_sync_stream consumer,
                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dl_sync__error(DL_SYNC_EINVAL, "out must not be NULL");
-  int status = dl_sync__check_device("the consumer's stream", consumer.device);
+  int consumer_family = family_of(consumer.device);
+  if (consumer_family == DL_SYNC__FAMILY_UNKNOWN)
+    return dl_sync__check_device("the consumer's stream", consumer.device);
   const DLPackExchangeAPI *table = NULL;
   DLManagedTensorVersioned *tensor = NULL;
-  if (status == DL_SYNC_OK) status = dl_sync__exchange_take(api, object, &table, &tensor);
+  int status = dl_sync__exchange_take(api, object, &table, &tensor);
   if (status != DL_SYNC_OK) return status;
   DLDevice device = tensor->dl_tensor.device;
-  if (dl_sync__family(device.device_type) != DL_SYNC__FAMILY_NONE) {
-    status = order_import(table, device, consumer);
+  int family = dl_sync__family(device.device_type);
+  if (family != DL_SYNC__FAMILY_NONE) { /* a device without streams needs nothing */
+    status = family == consumer_family ? order_import(table, device, consumer)
+                                       : other_family(device, consumer.device);
     if (status != DL_SYNC_OK) return refuse(tensor, status);
   }
   *out = tensor;
   return DL_SYNC_OK;
 }
 
-int dl_sync_exchange_import(const DLPackExchangeAPI *api, void *py_object, dl_sync_stream consumer,
-                            DLManagedTensorVersioned **out) {
+/* flatten: the checks and the producer's two calls in one frame. */
+DL_SYNC__FLATTEN int dl_sync_exchange_import(const DLPackExchangeAPI *api, void *py_object,
+                                             dl_sync_stream consumer,
+                                             DLManagedTensorVersioned **out) {
   return dl_sync__named("dl_sync_exchange_import", import(api, py_object, consumer, out));
 }
