@@ -385,6 +385,23 @@ static PyObject *py_exchange_to_object(PyObject *module, PyObject *args) {
   return out; /* a new reference */
 }
 
+/* _exchange_counted(capsule): the capsule's tensor inside a new capsule whose tensor's
+   deleter is counted by _exchange_deletions() (the capsule given is consumed): a test sees
+   how often a release ran a producer's deleter. */
+static PyObject *py_exchange_counted(PyObject *module, PyObject *capsule) {
+  (void)module;
+  DLManagedTensorVersioned *inner = capsule_tensor("dlsync.testing", capsule);
+  if (inner == NULL) return NULL;
+  DLManagedTensorVersioned *counted =
+      dl_sync_py_wrap_tensor(&inner->dl_tensor, inner->flags, inner, give_back_versioned);
+  if (counted == NULL) return PyErr_NoMemory();
+  if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
+    PyMem_RawFree(counted);
+    return NULL;
+  }
+  return dl_sync_py_tensor_capsule(counted);
+}
+
 static PyObject *py_exchange_deletions(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
@@ -421,6 +438,7 @@ PyMethodDef dl_sync_py_exchange_table_methods[] = {
      "_exchange_allocate(obj, device, shape, dtype)"},
     {"_exchange_to_object", py_exchange_to_object, METH_VARARGS,
      "_exchange_to_object(obj, capsule)"},
+    {"_exchange_counted", py_exchange_counted, METH_O, "_exchange_counted(capsule)"},
     {"_exchange_deletions", py_exchange_deletions, METH_NOARGS, "_exchange_deletions()"},
     {NULL, NULL, 0, NULL},
 };

@@ -342,6 +342,8 @@ class ExchangeApiReport(NamedTuple):
     """The version of the table a DLPack 1 consumer (dlsync) uses."""
     missing: List[str]
     """Entry points that table lacks (NULL)."""
+    refused: Dict[str, str]
+    """Entry points present but not required that failed when called, with their error."""
     device: Tuple[int, int]
     """The device of the tensors checked."""
     stream: Optional[int]
@@ -391,28 +393,34 @@ def _same_layout(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     return all(a[k] == b[k] for k in keys) and (a["strides"] is None or b["strides"] is None or a["strides"] == b["strides"])
 
 
-def _check_conversions(obj: Any, device: Tuple[int, int], missing: List[str]) -> None:
-    """managed_tensor_from_py_object_no_sync, dltensor_from_py_object_no_sync and
-    managed_tensor_to_py_object_no_sync describe one tensor; each tensor's deleter runs once."""
-    capsule = _dlsync._exchange_bare_import(obj)
-    managed = _dlsync._exchange_describe(capsule)
+def _check_from_py_object(obj: Any, device: Tuple[int, int]) -> Dict[str, Any]:
+    """managed_tensor_from_py_object_no_sync: a DLPack 1 tensor with a deleter on the
+    object's device; its fields."""
+    managed: Dict[str, Any] = _dlsync._exchange_describe(_dlsync._exchange_bare_import(obj))
     if managed["version"][0] != 1 or not managed["has_deleter"]:
         _fail(f"the tensor of managed_tensor_from_py_object_no_sync has version {managed['version']} "
               f"and {'a' if managed['has_deleter'] else 'no'} deleter: expected major 1 and a deleter")
     _check_tensor("the tensor of managed_tensor_from_py_object_no_sync", managed, device)
-    if "dltensor_from_py_object_no_sync" not in missing:
-        view = _dlsync._exchange_dltensor(obj)
-        if not _same_layout(view, managed):
-            _fail(f"dltensor_from_py_object_no_sync describes {view}, managed_tensor_from_py_object_no_sync {managed}")
-    if "managed_tensor_to_py_object_no_sync" in missing:
-        del capsule
-        return
+    return managed
+
+
+def _check_dltensor(obj: Any, managed: Dict[str, Any]) -> None:
+    """dltensor_from_py_object_no_sync describes the memory the managed tensor does."""
+    view = _dlsync._exchange_dltensor(obj)
+    if not _same_layout(view, managed):
+        _fail(f"dltensor_from_py_object_no_sync describes {view}, managed_tensor_from_py_object_no_sync {managed}")
+
+
+def _check_to_py_object(obj: Any, device: Tuple[int, int], managed: Dict[str, Any]) -> None:
+    """managed_tensor_to_py_object_no_sync makes an object of the tensor's memory (read
+    through its own table, or its __dlpack__), which runs the deleter once when it goes."""
     before = _dlsync._exchange_deletions()
-    back = _dlsync._exchange_to_object(obj, capsule)
-    again = _dlsync._exchange_bare_import(back)
+    back = _dlsync._exchange_to_object(obj, _dlsync._exchange_bare_import(obj))
+    has_table = hasattr(type(back), "__dlpack_c_exchange_api__") or hasattr(type(back), "__c_dlpack_exchange_api__")
+    again = _dlsync._exchange_bare_import(back) if has_table else import_tensor(back, device, None)
     if _dlsync._exchange_describe(again)["data"] != managed["data"]:
         _fail("managed_tensor_to_py_object_no_sync made an object of other memory")
-    del again, back, capsule
+    del again, back
     gc.collect()
     deletions = _dlsync._exchange_deletions() - before
     if deletions != 1:
@@ -476,7 +484,9 @@ def check_exchange_api(
     AssertionError saying what is wrong:
 
     - versions and chain: a table of major 1 and minor >= 2 within 16 tables of prev_api,
-      each entry point of ``require`` present (DLPack 1.3's required ones by default);
+      each entry point of ``require`` present and working (DLPack 1.3's required ones by
+      default); one not required is checked when present, and if it fails (its own
+      error, not a wrong answer) the report lists it under ``refused``;
     - the conversions: managed_tensor_from_py_object_no_sync gives a DLPack 1 tensor with a
       deleter on the object's device; dltensor_from_py_object_no_sync describes the same
       memory; managed_tensor_to_py_object_no_sync makes an object of that memory, which
@@ -523,11 +533,27 @@ def _check_static(obj: Any, require: Sequence[str]) -> ExchangeApiReport:
     if absent:
         _fail(f"the table (version {version[0]}.{version[1]}) lacks {', '.join(absent)}")
     device = _device_of(obj)
-    if "managed_tensor_from_py_object_no_sync" not in missing:
-        _check_conversions(obj, device, missing)
-    if "managed_tensor_allocator" not in missing:
-        _check_allocator(obj, device)
-    stream = None
-    if "current_work_stream" not in missing:
-        stream = _dlsync._exchange_current_work_stream(obj, device)
-    return ExchangeApiReport(chain, version, missing, device, stream, False, 0, None)
+    refused: Dict[str, str] = {}
+
+    def run(name: str, check: Callable[[], Any]) -> Any:
+        """A present entry point's check: a required one must pass; another that refuses
+        (its own error, as cuda.core's allocator raises NotImplementedError) is reported."""
+        if name in missing:
+            return None
+        try:
+            return check()
+        except AssertionError:
+            raise
+        except Exception as error:
+            if name in require:
+                _fail(f"{name} failed: {type(error).__name__}: {error}")
+            refused[name] = f"{type(error).__name__}: {error}"
+            return None
+
+    managed = run("managed_tensor_from_py_object_no_sync", lambda: _check_from_py_object(obj, device))
+    if managed is not None:
+        run("dltensor_from_py_object_no_sync", lambda: _check_dltensor(obj, managed))
+        run("managed_tensor_to_py_object_no_sync", lambda: _check_to_py_object(obj, device, managed))
+    run("managed_tensor_allocator", lambda: _check_allocator(obj, device))
+    stream = run("current_work_stream", lambda: _dlsync._exchange_current_work_stream(obj, device))
+    return ExchangeApiReport(chain, version, missing, refused, device, stream, False, 0, None)
