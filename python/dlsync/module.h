@@ -76,6 +76,10 @@ extern PyMethodDef dl_sync_py_null_backend_methods[];
 /* _raise_status (status.c) */
 extern PyMethodDef dl_sync_py_status_methods[];
 
+/* dlsync.testing.ExchangeArray, a model producer with an exchange table (exchange_array.c):
+   the type, a new reference, or NULL with an exception. */
+PyObject *dl_sync_py_exchange_array_type(void);
+
 /* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
 PyObject *dl_sync_py_sim_module(void);
 

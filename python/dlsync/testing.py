@@ -35,11 +35,25 @@ One simulated device at a time, per process; while it is installed no other thre
 use dlsync on those device types (closing it drains the simulator and dlsync's event
 pools). Buffers are any writable object with the buffer protocol (bytearray, contiguous
 NumPy arrays); the simulator keeps them alive until it is closed.
+
+A consumer of DLPack exchange tables is tested the same way against ``ExchangeArray``, a
+model framework's array whose type has a table (and a ``__dlpack__``), and a producer's
+table is checked with ``check_exchange_api``::
+
+    with dlsync.testing.SimulatedDevice() as sim:
+        producer, consumer = sim.stream(), sim.stream()
+        dlsync.testing.ExchangeArray.use_stream(producer)   # its framework's current stream
+        x = dlsync.testing.ExchangeArray(bytearray(1024))   # on (2, 0)
+        sim.write(producer, x, 7)
+        capsule = dlsync.import_tensor(x, (2, 0), consumer) # the table, then the ordering
+        sim.copy(consumer, capsule, bytearray(1024))
+        dlsync.tensor_release(capsule, consumer)
 """
 import gc
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from . import _dlsync
+from ._dlsync import ExchangeArray as ExchangeArray
 from ._dlsync import _null_backend, _sim, _time_export, _time_gil_release
 from ._dlsync import import_tensor, tensor_release
 
@@ -49,6 +63,7 @@ __all__ = [
     "REQUIRED_ENTRY_POINTS",
     "ROCM_DEVICE_TYPES",
     "ExchangeApiReport",
+    "ExchangeArray",
     "Gate",
     "NullBackend",
     "SimulatedDevice",

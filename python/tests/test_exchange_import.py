@@ -318,5 +318,52 @@ class CheckExchangeApi(Base):
                 dlsync.testing.check_exchange_api(lambda sim: cls(np.zeros(8, np.uint8), CPU))
 
 
+class ModelProducer(unittest.TestCase):
+    """dlsync.testing.ExchangeArray, the model producer a consumer is tested against."""
+
+    def tearDown(self):
+        dlsync.testing.ExchangeArray.use_stream(None)
+
+    def test_it_passes_check_exchange_api(self):
+        def make(sim):
+            if sim is not None:
+                dlsync.testing.ExchangeArray.use_stream(sim.stream())
+            return dlsync.testing.ExchangeArray(bytearray(256))
+
+        def write(sim, x, value):
+            sim.write(dlsync.testing.ExchangeArray.current_stream(), x, value)
+
+        report = dlsync.testing.check_exchange_api(make, write)
+        self.assertEqual((report.missing, report.refused, report.device), ([], {}, CUDA))
+        self.assertGreater(report.control_races, 0)
+
+    def test_both_paths_order_it_and_their_control_does_not(self):
+        """Through its table and through its __dlpack__ (a plain capsule request: the
+        consumer's stream not passed, the control)."""
+        for how in ("table", "dlpack", "control"):
+            with self.subTest(how):
+                sim = dlsync.testing.SimulatedDevice().open()
+                producer, consumer = sim.stream(), sim.stream(non_blocking=True)
+                dlsync.testing.ExchangeArray.use_stream(producer)
+                x = dlsync.testing.ExchangeArray(bytearray(SIZE))
+                gate = sim.hold(producer)
+                sim.write(producer, x, 4)
+                if how == "table":
+                    capsule = dlsync.import_tensor(x, CUDA, consumer)
+                else:
+                    stream = consumer.handle if how == "dlpack" else -1  # -1: no synchronization
+                    capsule = x.__dlpack__(stream=stream, max_version=(1, 3))
+                seen = bytearray(SIZE)
+                sim.copy(consumer, capsule, seen)
+                if how == "control":
+                    consumer.synchronize()
+                gate.release()
+                consumer.synchronize()
+                sim.host_read(seen)
+                races = sim.race_count
+                sim.close(check=False)
+                self.assertEqual((races > 0, seen == bytearray([4]) * SIZE), (how == "control", how != "control"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -142,12 +142,22 @@ def exchange_tables() -> None:
         sim.host_read(seen)
         assert seen == bytearray([3]) * 32
         dlsync.tensor_release(capsule, b)
-        report: Optional[dlsync.testing.ExchangeApiReport] = None
         try:
-            report = dlsync.testing.check_exchange_api(lambda s: x, require=required)
+            dlsync.testing.check_exchange_api(lambda s: x, require=required)
         except TypeError as error:  # PoolArray's type has no table
             assert "has no __dlpack_c_exchange_api__" in str(error), error
-        assert report is None
+
+    def make(sim: Optional[dlsync.testing.SimulatedDevice]) -> dlsync.testing.ExchangeArray:
+        if sim is not None:
+            dlsync.testing.ExchangeArray.use_stream(sim.stream())
+        return dlsync.testing.ExchangeArray(bytearray(64), (2, 0))
+
+    def write(sim: dlsync.testing.SimulatedDevice, x: dlsync.testing.ExchangeArray, value: int) -> None:
+        sim.write(dlsync.testing.ExchangeArray.current_stream(), x, value)
+
+    report: dlsync.testing.ExchangeApiReport = dlsync.testing.check_exchange_api(make, write)
+    assert report.ordering_checked and report.missing == [] and report.control_races > 0, report
+    dlsync.testing.ExchangeArray.use_stream(None)
 
 
 if __name__ == "__main__":
