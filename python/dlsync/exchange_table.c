@@ -346,9 +346,27 @@ static void give_back_versioned(void *inner) {
   if (tensor->deleter != NULL) tensor->deleter(tensor);
 }
 
+/* The capsule's tensor inside a wrapper whose deleter _exchange_deletions() counts; the
+   capsule is marked consumed. NULL with an exception (the capsule then as it was). */
+static DLManagedTensorVersioned *take_counted(const char *func, PyObject *capsule) {
+  DLManagedTensorVersioned *inner = capsule_tensor(func, capsule);
+  if (inner == NULL) return NULL;
+  DLManagedTensorVersioned *counted =
+      dl_sync_py_wrap_tensor(&inner->dl_tensor, inner->flags, inner, give_back_versioned);
+  if (counted == NULL) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
+    PyMem_RawFree(counted);
+    return NULL;
+  }
+  return counted;
+}
+
 /* _exchange_to_object(obj, capsule): the producer's object of the capsule's tensor, through
-   obj's table's managed_tensor_to_py_object_no_sync; the tensor is handed over inside a
-   counting wrapper, so that _exchange_deletions() tells how often the producer ran its
+   obj's table's managed_tensor_to_py_object_no_sync; the tensor is handed over counted
+   (take_counted), so that _exchange_deletions() tells how often the producer ran its
    deleter. The capsule is consumed. */
 static PyObject *py_exchange_to_object(PyObject *module, PyObject *args) {
   (void)module;
@@ -360,15 +378,8 @@ static PyObject *py_exchange_to_object(PyObject *module, PyObject *args) {
   if (api->managed_tensor_to_py_object_no_sync == NULL)
     return PyErr_Format(PyExc_BufferError,
                         "%s: the table has no managed_tensor_to_py_object_no_sync", func);
-  DLManagedTensorVersioned *inner = capsule_tensor(func, capsule);
-  if (inner == NULL) return NULL;
-  DLManagedTensorVersioned *counted =
-      dl_sync_py_wrap_tensor(&inner->dl_tensor, inner->flags, inner, give_back_versioned);
-  if (counted == NULL) return PyErr_NoMemory();
-  if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
-    PyMem_RawFree(counted);
-    return NULL;
-  }
+  DLManagedTensorVersioned *counted = take_counted(func, capsule);
+  if (counted == NULL) return NULL;
   void *out = NULL;
   int rc = api->managed_tensor_to_py_object_no_sync(counted, &out);
   if (rc != 0 || out == NULL) {
@@ -377,29 +388,18 @@ static PyObject *py_exchange_to_object(PyObject *module, PyObject *args) {
     PyCapsule_SetName(capsule, versioned_name);
     if (rc == 0)
       return PyErr_Format(PyExc_RuntimeError,
-                          "%s: managed_tensor_to_py_object_no_sync returned 0 "
-                          "and no object",
-                          func);
+                          "%s: managed_tensor_to_py_object_no_sync returned 0 and no object", func);
     return producer_failed(func, "managed_tensor_to_py_object_no_sync", rc);
   }
   return out; /* a new reference */
 }
 
-/* _exchange_counted(capsule): the capsule's tensor inside a new capsule whose tensor's
-   deleter is counted by _exchange_deletions() (the capsule given is consumed): a test sees
-   how often a release ran a producer's deleter. */
+/* _exchange_counted(capsule): the capsule's tensor in a new capsule, counted (take_counted):
+   a test sees how often a release ran a producer's deleter. */
 static PyObject *py_exchange_counted(PyObject *module, PyObject *capsule) {
   (void)module;
-  DLManagedTensorVersioned *inner = capsule_tensor("dlsync.testing", capsule);
-  if (inner == NULL) return NULL;
-  DLManagedTensorVersioned *counted =
-      dl_sync_py_wrap_tensor(&inner->dl_tensor, inner->flags, inner, give_back_versioned);
-  if (counted == NULL) return PyErr_NoMemory();
-  if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
-    PyMem_RawFree(counted);
-    return NULL;
-  }
-  return dl_sync_py_tensor_capsule(counted);
+  DLManagedTensorVersioned *counted = take_counted("dlsync.testing", capsule);
+  return counted != NULL ? dl_sync_py_tensor_capsule(counted) : NULL;
 }
 
 static PyObject *py_exchange_deletions(PyObject *module, PyObject *unused) {
