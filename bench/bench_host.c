@@ -10,6 +10,9 @@
  *     tensor, in runtime calls and ns;
  *   - the consumer's release of a tensor (participating and deferred) next to the bare
  *     deleter call and an export;
+ *   - the consumer's import through a DLPack exchange table next to the table's bare
+ *     conversion: on the producer's stream, cross-stream, f(a, b, c) through a group, with
+ *     the runtime calls each makes;
  *   - runtime calls per exchange for three strategies (pooled event, fresh event, host sync);
  *   - exchanges per second end to end on the simulated device.
  */
@@ -371,6 +374,127 @@ static void bench_release_depth(void) {
          queries, "calls/release");
 }
 
+/* The consumer's import through a producer's DLPack exchange table, per argument, next to
+   the table's bare conversion (managed_tensor_from_py_object_no_sync, the _NoSync tensor a
+   consumer gets without dlsync), each with the deleter call that gives the tensor back:
+   on the producer's current stream (nothing to order), on another stream (one record and
+   one wait, counted on the null backend), and f(a, b, c) from one producer stream through
+   a group. The producer allocates each tensor, as a framework's conversion does. The
+   kinds take turns in rounds; each figure is the median of its rounds. */
+typedef struct import_tensor {
+  DLManagedTensorVersioned tensor;
+  int64_t shape[1];
+} import_tensor;
+
+static int import_object; /* the "Python object": the producer's array */
+static _Thread_local int producer_current_stream;
+
+static void import_tensor_deleter(DLManagedTensorVersioned *t) {
+  free(t);
+}
+
+static int import_from_py_object(void *object, DLManagedTensorVersioned **out) {
+  import_tensor *made = malloc(sizeof *made);
+  if (made == NULL) return -1;
+  made->shape[0] = 1024;
+  made->tensor = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = import_tensor_deleter};
+  made->tensor.dl_tensor = (DLTensor){.data = object,
+                                      .device = {kDLCUDA, 0},
+                                      .ndim = 1,
+                                      .dtype = {kDLFloat, 32, 1},
+                                      .shape = made->shape};
+  *out = &made->tensor;
+  return 0;
+}
+
+static int import_current_work_stream(DLDeviceType type, int32_t id, void **out) {
+  (void)type;
+  (void)id;
+  *out = &producer_current_stream;
+  return 0;
+}
+
+static DLPackExchangeAPI import_api = {
+    .header = {{1, 3}, NULL},
+    .managed_tensor_from_py_object_no_sync = import_from_py_object,
+    .current_work_stream = import_current_work_stream,
+};
+
+enum { IMPORT_BARE, IMPORT_SAME_STREAM, IMPORT_CROSS_STREAM, IMPORT_GROUP, IMPORT_KINDS };
+
+/* ns per argument of one kind, n arguments; *calls: the runtime calls per argument, by op. */
+static double time_imports(int kind, int n, double *calls) {
+  static int consumer_stream;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync_stream consumer = dl_sync_stream_view(
+      device, kind == IMPORT_SAME_STREAM ? (void *)&producer_current_stream : &consumer_stream);
+  long before[DL_SYNC_OP_COUNT];
+  memcpy(before, thread_calls, sizeof before);
+  DLManagedTensorVersioned *t[3];
+  double start = now_ns();
+  if (kind == IMPORT_GROUP) {
+    for (int i = 0; i < n; i += 3) { /* f(a, b, c) */
+      dl_sync_group group;
+      dl_sync_group_init(&group, consumer);
+      for (int k = 0; k < 3; k++)
+        dl_sync_group_add_exchange_import(&group, &import_api, &import_object, &t[k]);
+      dl_sync_group_wait(&group);
+      for (int k = 0; k < 3; k++) t[k]->deleter(t[k]);
+    }
+  } else {
+    for (int i = 0; i < n; i++) {
+      if (kind == IMPORT_BARE)
+        import_api.managed_tensor_from_py_object_no_sync(&import_object, &t[0]);
+      else
+        dl_sync_exchange_import(&import_api, &import_object, consumer, &t[0]);
+      t[0]->deleter(t[0]);
+    }
+  }
+  double ns = (now_ns() - start) / n;
+  for (int op = 0; op < DL_SYNC_OP_COUNT; op++)
+    calls[op] = (double)(thread_calls[op] - before[op]) / n;
+  return ns;
+}
+
+static void bench_exchange_import(void) {
+  enum { ARGUMENTS = 300000, ROUNDS = 9 };
+  double rounds[IMPORT_KINDS][ROUNDS], calls[IMPORT_KINDS][DL_SYNC_OP_COUNT];
+  for (int kind = 0; kind < IMPORT_KINDS; kind++) time_imports(kind, 3000, calls[kind]); /* warm */
+  for (int round = 0; round < ROUNDS; round++)
+    for (int kind = 0; kind < IMPORT_KINDS; kind++)
+      rounds[kind][round] = time_imports(kind, ARGUMENTS, calls[kind]);
+  double ns[IMPORT_KINDS];
+  for (int kind = 0; kind < IMPORT_KINDS; kind++) ns[kind] = median(rounds[kind], ROUNDS);
+  report("import: the bare conversion + deleter, per argument", ns[IMPORT_BARE], "ns/op");
+  report("import on the producer's stream + deleter, per argument", ns[IMPORT_SAME_STREAM],
+         "ns/op");
+  report("import cross-stream + deleter, per argument", ns[IMPORT_CROSS_STREAM], "ns/op");
+  report("import f(a,b,c) through a group + deleters, per argument", ns[IMPORT_GROUP], "ns/op");
+  report("import on the producer's stream / bare conversion",
+         ns[IMPORT_SAME_STREAM] / ns[IMPORT_BARE], "ratio");
+  report("import cross-stream / bare conversion", ns[IMPORT_CROSS_STREAM] / ns[IMPORT_BARE],
+         "ratio");
+  report("import f(a,b,c) group / bare conversion, per argument",
+         ns[IMPORT_GROUP] / ns[IMPORT_BARE], "ratio");
+  static const struct {
+    int op;
+    const char *name;
+  } ops[] = {{DL_SYNC_OP_EVENT_RECORD, "records"},
+             {DL_SYNC_OP_STREAM_WAIT, "waits"},
+             {DL_SYNC_OP_CAPTURE_INFO, "capture queries"},
+             {DL_SYNC_OP_EVENT_CREATE, "event creations"}};
+  static const char *kinds[IMPORT_KINDS] = {"bare conversion", "import on the producer's stream",
+                                            "import cross-stream", "import f(a,b,c) group"};
+  for (int kind = 0; kind < IMPORT_KINDS; kind++)
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      char name[128];
+      double per = calls[kind][ops[o].op] * (kind == IMPORT_GROUP ? 3 : 1);
+      snprintf(name, sizeof name, "%s: runtime %s per %s", kinds[kind], ops[o].name,
+               kind == IMPORT_GROUP ? "call of f(a,b,c)" : "argument");
+      report(name, per, "calls");
+    }
+}
+
 /* Runtime calls per exchange: dlsync's pooled event, a fresh event per exchange (what
    PyTorch and CuPy do today), and host synchronization. */
 static void bench_strategies(void) {
@@ -465,6 +589,7 @@ int main(void) {
   bench_group();
   bench_release();
   bench_release_depth();
+  bench_exchange_import();
   bench_strategies();
   dl_sync_shutdown();
   bench_sim();

@@ -11,7 +11,12 @@ simulator is timed. Prints bench/run.sh's lines: figure, value, unit.
     runtime pays, so that other threads run meanwhile) and the bare call measured beside
     it: the three together are the floor of a call that releases the GIL;
   - the same no-sync export beside a CPU-bound Python thread, against the bare call
-    there: a call that keeps the GIL pays no switch.
+    there: a call that keeps the GIL pays no switch;
+  - the consumer's import of one argument, dlsync.import_tensor (through the producer's
+    DLPack exchange table), next to what np.from_dlpack does on the same object
+    (__dlpack_device__, then __dlpack__(stream=..., max_version=(1, 3))), for a model
+    producer written in C (dlsync.testing.ExchangeArray): on the producer's stream, on
+    another stream and for a CPU tensor; each capsule is dropped unconsumed (the deleter).
 """
 import statistics
 import threading
@@ -67,7 +72,18 @@ RATIOS = [
     ("export(...) by keyword, -1", "export(device=CUDA, producer_stream=A, stream=-1)",
      "bare(device=CUDA, producer_stream=A, stream=-1)"),
 ]
-NAMES = {"export": dlsync.export, "bare": bare, "bare_protocol": bare_protocol, "CPU": CPU, "CUDA": CUDA, "A": A, "B": B,
+# The consumer's import: (figure, dlsync's call, np.from_dlpack's path on the same object).
+IMPORTS = [
+    ("import on the producer's stream", "import_tensor(X, CUDA, A)",
+     "X.__dlpack_device__(); X.__dlpack__(stream=A, max_version=V)"),
+    ("import cross-stream", "import_tensor(X, CUDA, B)",
+     "X.__dlpack_device__(); X.__dlpack__(stream=B, max_version=V)"),
+    ("import of a CPU tensor", "import_tensor(X_CPU, CPU, None)",
+     "X_CPU.__dlpack_device__(); X_CPU.__dlpack__(stream=None, max_version=V)"),
+]
+NAMES = {"import_tensor": dlsync.import_tensor, "X": dlsync.testing.ExchangeArray(bytearray(64)),
+         "X_CPU": dlsync.testing.ExchangeArray(bytearray(64), CPU), "V": (1, 3),
+         "export": dlsync.export, "bare": bare, "bare_protocol": bare_protocol, "CPU": CPU, "CUDA": CUDA, "A": A, "B": B,
          "STREAM": STREAM, "PTR": PTR}
 
 
@@ -108,6 +124,14 @@ def main():
         emit("export(cuda, h, h2) beyond its C call and the GIL switch", cross - c_call - gil, "ns")
         emit("export(cuda, h, h2) beyond the bare call, its C call and the GIL switch",
              cross - medians["bare(CUDA, A, -1)"] - c_call - gil, "ns")
+
+        dlsync.testing.ExchangeArray.use_stream(A)
+        imports = rounds([s for _, ours, theirs in IMPORTS for s in (ours, theirs)], number // 4, count)
+        for figure, ours, theirs in IMPORTS:
+            emit(f"{figure}: import_tensor", imports[ours], "ns")
+            emit(f"{figure}: np.from_dlpack's path", imports[theirs], "ns")
+            emit(f"{figure}: import_tensor / np.from_dlpack's path", imports[ours] / imports[theirs], "ratio")
+        dlsync.testing.ExchangeArray.use_stream(None)
 
         # Beside a CPU-bound thread: a call that gave the GIL away waits for it back.
         stop = threading.Event()

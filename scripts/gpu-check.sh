@@ -503,6 +503,7 @@ write_results() {
     fi
     local table
     for table in peer-audit:"Python: peer audit (the frameworks' own \`__dlpack__\`; reported, not asserted)" \
+                 exchange-tables:"Python: the frameworks' DLPack exchange tables (reported, not asserted)" \
                  python-cost:"Python: cost per exchange, side by side in one run"; do
       echo
       echo "## ${table#*:}"

@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+# The PyPI packages whose DLPack exchange tables the Python suites test (pinned).
+bash scripts/install-python-test-deps.sh build/pypi-site
 cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
 cuda_args=()
 [ -x "$cuda_root/bin/nvcc" ] &&

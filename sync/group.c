@@ -81,24 +81,59 @@ int dl_sync_group_add_stream(dl_sync_group *group, dl_sync_stream producer) {
   return dl_sync__named(func, status != DL_SYNC_OK ? status : add_stream(group, producer));
 }
 
-int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPackExchangeAPI *api,
-                                   DLDevice device) {
-  static const char *const func = "dl_sync_group_add_exchange_api";
-  int status = check_group(group);
-  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
+/* The producer's current work stream on device, asked once per distinct table and device
+   in the group. */
+static int add_table(dl_sync_group *group, const DLPackExchangeAPI *api, DLDevice device) {
   for (uint32_t i = 0; i < group->table_count; i++)
     if (group->tables[i].api == api && same_device(group->tables[i].device, device))
       return DL_SYNC_OK; /* asked already: its stream is in the group */
-  if (group->table_count == DL_SYNC_GROUP_MAX)
-    return dl_sync__named(func, full("exchange tables and devices"));
+  if (group->table_count == DL_SYNC_GROUP_MAX) return full("exchange tables and devices");
   dl_sync_stream producer;
-  status = dl_sync__exchange_stream(api, device, &producer);
+  int status = dl_sync__exchange_stream(api, device, &producer);
   if (status == DL_SYNC_OK) status = add_stream(group, producer);
-  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
+  if (status != DL_SYNC_OK) return status;
   group->tables[group->table_count].api = api;
   group->tables[group->table_count].device = device;
   group->table_count++;
   return DL_SYNC_OK;
+}
+
+int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPackExchangeAPI *api,
+                                   DLDevice device) {
+  int status = check_group(group);
+  return dl_sync__named("dl_sync_group_add_exchange_api",
+                        status != DL_SYNC_OK ? status : add_table(group, api, device));
+}
+
+static int add_import(dl_sync_group *group, const DLPackExchangeAPI *api, void *object,
+                      DLManagedTensorVersioned **out) {
+  int status = check_group(group);
+  if (status == DL_SYNC_OK && out == NULL)
+    status = dl_sync__error(DL_SYNC_EINVAL, "out must not be NULL");
+  const DLPackExchangeAPI *table = NULL;
+  DLManagedTensorVersioned *tensor = NULL;
+  if (status == DL_SYNC_OK) status = dl_sync__exchange_take(api, object, &table, &tensor);
+  if (status != DL_SYNC_OK) return status;
+  DLDevice device = tensor->dl_tensor.device;
+  int family = dl_sync__family(device.device_type);
+  if (family == DL_SYNC__FAMILY_NONE) { /* no streams: nothing to order */
+  } else if (family != consumer_family(group)) {
+    status = other_family(group, "the producer's tensor", device);
+  } else {
+    status = add_table(group, api, device);
+  }
+  if (status != DL_SYNC_OK) {
+    dl_sync__tensor_delete(tensor, 0); /* refused: back to its producer */
+    return status;
+  }
+  *out = tensor;
+  return DL_SYNC_OK;
+}
+
+int dl_sync_group_add_exchange_import(dl_sync_group *group, const DLPackExchangeAPI *api,
+                                      void *py_object, DLManagedTensorVersioned **out) {
+  return dl_sync__named("dl_sync_group_add_exchange_import",
+                        add_import(group, api, py_object, out));
 }
 
 static int add_event(dl_sync_group *group, const dl_sync__tensor_event_ref *ref, int found) {

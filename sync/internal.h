@@ -291,6 +291,11 @@ void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);
+/* exchange.c: the producer's tensor of object (*out), through the table of api's chain
+   that dlsync uses (*table): a DLPack major-1 tensor on a known device. On failure nothing
+   is the caller's (a tensor the producer returned and the import refuses was deleted). */
+int dl_sync__exchange_take(const DLPackExchangeAPI *api, void *object,
+                           const DLPackExchangeAPI **table, DLManagedTensorVersioned **out);
 
 /* push_dep.c: one dependency src -> dst under the capture table (docs/design.md). */
 typedef struct dl_sync__dep {
@@ -330,6 +335,8 @@ DL_SYNC__COLD int dl_sync__wait_external(dl_sync__guard *guard, const dl_sync__b
 /* push_dep.c: the steady-state ordering of src before dst (bound by guard): a pooled event
    borrowed through the thread's cache, recorded on src, waited on by dst, given back. */
 int dl_sync__record_and_wait(dl_sync__guard *guard, dl_sync__bound *src, const dl_sync__bound *dst);
+/* dl_sync_push_dep without its name in a failure's message. */
+int dl_sync__push_dep(dl_sync_stream src, dl_sync_stream dst);
 /* Binds dst for dependencies into it, with a guard of its own; the source is set (and
    bound by the same guard) per dependency. */
 int dl_sync__dep_init(dl_sync__dep *d, const dl_sync_backend *backend, dl_sync_stream dst,

@@ -139,20 +139,18 @@ static int order(const dl_sync_backend *backend, dl_sync_stream src, dl_sync_str
   return dl_sync__guard_end(&d.guard, src.device, status);
 }
 
-int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
-  static const char *const func = "dl_sync_push_dep";
+int dl_sync__push_dep(dl_sync_stream src, dl_sync_stream dst) {
   int status = dl_sync__check_device("src", src.device);
   if (status == DL_SYNC_OK) status = dl_sync__check_device("dst", dst.device);
-  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
+  if (status != DL_SYNC_OK) return status;
   int family = dl_sync__family(src.device.device_type);
   if (family != dl_sync__family(dst.device.device_type))
-    return dl_sync__named(
-        func, dl_sync__error(
-                  DL_SYNC_EINVAL,
-                  "src is on %s:%d and dst on %s:%d: streams of different device "
-                  "families cannot wait on each other",
-                  dl_sync__device_type_name(src.device.device_type), (int)src.device.device_id,
-                  dl_sync__device_type_name(dst.device.device_type), (int)dst.device.device_id));
+    return dl_sync__error(
+        DL_SYNC_EINVAL,
+        "src is on %s:%d and dst on %s:%d: streams of different device families cannot wait on "
+        "each other",
+        dl_sync__device_type_name(src.device.device_type), (int)src.device.device_id,
+        dl_sync__device_type_name(dst.device.device_type), (int)dst.device.device_id);
   if (family == DL_SYNC__FAMILY_NONE) return DL_SYNC_OK; /* no streams, nothing to order */
   src = dl_sync_stream_view(src.device, src.handle);
   dst = dl_sync_stream_view(dst.device, dst.handle);
@@ -160,17 +158,19 @@ int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
 
   const dl_sync_backend *backend = NULL;
   status = dl_sync__backend_for(src.device, &backend);
-  if (status != DL_SYNC_OK) return dl_sync__named(func, status);
+  if (status != DL_SYNC_OK) return status;
   const dl_sync_backend *dst_backend = dl_sync_get_backend(dst.device.device_type);
   if (dst_backend != backend)
-    return dl_sync__named(
-        func, dl_sync__error(DL_SYNC_EINVAL,
-                             "src (%s) and dst (%s) are served by different backends ('%s' and "
-                             "'%s')",
-                             dl_sync__device_type_name(src.device.device_type),
-                             dl_sync__device_type_name(dst.device.device_type), backend->name,
-                             dst_backend != NULL ? dst_backend->name : "none"));
-  return dl_sync__named(func, order(backend, src, dst, 0));
+    return dl_sync__error(DL_SYNC_EINVAL,
+                          "src (%s) and dst (%s) are served by different backends ('%s' and '%s')",
+                          dl_sync__device_type_name(src.device.device_type),
+                          dl_sync__device_type_name(dst.device.device_type), backend->name,
+                          dst_backend != NULL ? dst_backend->name : "none");
+  return order(backend, src, dst, 0);
+}
+
+int dl_sync_push_dep(dl_sync_stream src, dl_sync_stream dst) {
+  return dl_sync__named("dl_sync_push_dep", dl_sync__push_dep(src, dst));
 }
 
 /* A valid device of a family with streams: the stream argument is then read by the table

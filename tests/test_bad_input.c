@@ -15,6 +15,7 @@
 
 #include "dlsync/dlsync.h"
 #include "dlsync/sim.h"
+#include "ordering/table_producer.h"
 
 static const DLDevice cuda0 = {kDLCUDA, 0}, rocm0 = {kDLROCM, 0}, cpu0 = {kDLCPU, 0};
 static const DLDevice unknown_type = {(DLDeviceType)42, 0}, negative_id = {kDLCUDA, -1};
@@ -22,6 +23,7 @@ static const DLDevice id_too_large = {kDLCUDA, DL_SYNC_MAX_DEVICES};
 static dl_sync_stream out_stream;
 static int needs_sync;
 static dl_sync_stream_arg out_arg;
+static DLManagedTensorVersioned *out_tensor;
 
 static dl_sync_stream view(DLDevice d, void *h) {
   return dl_sync_stream_view(d, h);
@@ -154,6 +156,60 @@ static int sim_stream_given_to(DLDevice device, const dl_sync_backend *backend) 
   return status;
 }
 
+/* Imports through producer 0's table (ordering/table_producer.h) made to misbehave: the
+   status, unless the failure broke its promise (the tensor made not given back, *out or
+   the object written): then -100, which no row expects. */
+static int checked_import(const DLPackExchangeAPI *api, table_array *array, dl_sync_stream consumer,
+                          int grouped) {
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)array;
+  array->canary = 0x5eed;
+  int status;
+  if (grouped) {
+    dl_sync_group g;
+    dl_sync_group_init(&g, consumer);
+    status = dl_sync_group_add_exchange_import(&g, api, array, &t);
+  } else {
+    status = dl_sync_exchange_import(api, array, consumer, &t);
+  }
+  int kept = atomic_load(&array->taken) != atomic_load(&array->deleted);
+  if (status < 0 && (kept || t != (DLManagedTensorVersioned *)array || array->canary != 0x5eed))
+    return -100;
+  if (status == DL_SYNC_OK) t->deleter(t);
+  return status;
+}
+
+static int import_from(table_fault fault, DLDevice tensor_device, DLDevice consumer_device,
+                       int grouped) {
+  static table_array array;
+  table_producers_reset();
+  table_producers[0].fault = fault;
+  dl_sync_sim_stream *s;
+  dl_sync_sim_stream_create(&s, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+  table_producers[0].answer = s;
+  if (fault == TABLE_FAULT_STREAM_ANSWERS) { /* a stream of device 1 */
+    dl_sync_sim_set_device(1);
+    dl_sync_sim_stream_create((dl_sync_sim_stream **)&table_producers[0].answer, 0);
+    dl_sync_sim_set_device(0);
+  }
+  table_producer_use_stream(0, s);
+  table_array_init(&array, tensor_device);
+  return checked_import(&table_producers[0].api, &array, view(consumer_device, s), grouped);
+}
+
+enum { TABLE_MAJOR_2_ONLY, TABLE_CYCLE, TABLE_NO_CONVERSION, TABLE_NO_STREAM };
+
+static int import_through(int which) {
+  static table_array array;
+  table_producers_reset();
+  DLPackExchangeAPI api = table_producers[0].api;
+  if (which == TABLE_MAJOR_2_ONLY || which == TABLE_CYCLE) api.header.version.major = 2;
+  if (which == TABLE_CYCLE) api.header.prev_api = &api.header;
+  if (which == TABLE_NO_CONVERSION) api.managed_tensor_from_py_object_no_sync = NULL;
+  if (which == TABLE_NO_STREAM) api.current_work_stream = NULL;
+  table_array_init(&array, cuda0);
+  return checked_import(&api, &array, view(cuda0, NULL), 0);
+}
+
 static dl_sync_group group;
 
 static dl_sync_group *cuda_group(void) {
@@ -246,6 +302,25 @@ typedef struct row {
   X("dl_sync_stream_from_exchange_api", "version 1.1", exchange(1, 1, 0, stream_static), DL_SYNC_EINVAL, "tables exist since DLPack 1.2") \
   X("dl_sync_stream_from_exchange_api", "no current_work_stream", exchange(1, 3, 0, NULL), DL_SYNC_ENOTSUP, "has no current_work_stream") \
   X("dl_sync_stream_from_exchange_api", "producer returns -1", exchange(1, 3, 0, stream_fails), DL_SYNC_EBACKEND, "failed with -1") \
+  X("dl_sync_exchange_import", "api is NULL", dl_sync_exchange_import(NULL, &garbage, view(cuda0, NULL), &out_tensor), DL_SYNC_EINVAL, "api must not be NULL") \
+  X("dl_sync_exchange_import", "py_object is NULL", dl_sync_exchange_import(&table_producers[0].api, NULL, view(cuda0, NULL), &out_tensor), DL_SYNC_EINVAL, "py_object must not be NULL") \
+  X("dl_sync_exchange_import", "out is NULL", dl_sync_exchange_import(&table_producers[0].api, &garbage, view(cuda0, NULL), NULL), DL_SYNC_EINVAL, "out must not be NULL") \
+  X("dl_sync_exchange_import", "a table of major version 2 only", import_through(TABLE_MAJOR_2_ONLY), DL_SYNC_ENOTSUP, "no exchange table of major version 1 in the chain (newest is 2.3)") \
+  X("dl_sync_exchange_import", "prev_api cycle", import_through(TABLE_CYCLE), DL_SYNC_EINVAL, "cyclic or corrupt") \
+  X("dl_sync_exchange_import", "no managed_tensor_from_py_object_no_sync", import_through(TABLE_NO_CONVERSION), DL_SYNC_ENOTSUP, "has no managed_tensor_from_py_object_no_sync: import through __dlpack__") \
+  X("dl_sync_exchange_import", "no current_work_stream, a CUDA tensor", import_through(TABLE_NO_STREAM), DL_SYNC_ENOTSUP, "has no current_work_stream") \
+  X("dl_sync_exchange_import", "current_work_stream returns -1", import_from(TABLE_FAULT_STREAM_FAILS, cuda0, cuda0, 0), DL_SYNC_EBACKEND, "the producer's current_work_stream(cuda, 0) failed with -1") \
+  X("dl_sync_exchange_import", "current_work_stream answers a stream of device 1", import_from(TABLE_FAULT_STREAM_ANSWERS, cuda0, cuda0, 0), DL_SYNC_EBACKEND, "that the producer's current_work_stream answered for cuda:0 before the consumer's stream") \
+  X("dl_sync_exchange_import", "the conversion returns -1", import_from(TABLE_FAULT_CONVERSION_FAILS, cuda0, cuda0, 0), DL_SYNC_EBACKEND, "managed_tensor_from_py_object_no_sync failed with -1") \
+  X("dl_sync_exchange_import", "the conversion returns no tensor", import_from(TABLE_FAULT_NO_TENSOR, cuda0, cuda0, 0), DL_SYNC_EBACKEND, "returned 0 and no tensor") \
+  X("dl_sync_exchange_import", "a tensor of DLPack 2.3", import_from(TABLE_FAULT_TENSOR_MAJOR_2, cuda0, cuda0, 0), DL_SYNC_EINVAL, "is of DLPack version 2.3: expected major version 1") \
+  X("dl_sync_exchange_import", "a tensor of device type 42", import_from(TABLE_FAULT_TENSOR_UNKNOWN_TYPE, cuda0, cuda0, 0), DL_SYNC_EINVAL, "the producer's tensor has unknown device type 42") \
+  X("dl_sync_exchange_import", "CUDA tensor, ROCm consumer stream", import_from(TABLE_FAULT_NONE, cuda0, rocm0, 0), DL_SYNC_EINVAL, "expected a consumer stream of the tensor's device family") \
+  X("dl_sync_exchange_import", "unknown consumer device type 42", import_from(TABLE_FAULT_NONE, cuda0, unknown_type, 0), DL_SYNC_EINVAL, "the consumer's stream has unknown device type 42") \
+  X("dl_sync_group_add_exchange_import", "out is NULL", dl_sync_group_add_exchange_import(cuda_group(), &table_producers[0].api, &garbage, NULL), DL_SYNC_EINVAL, "out must not be NULL") \
+  X("dl_sync_group_add_exchange_import", "current_work_stream returns -1", import_from(TABLE_FAULT_STREAM_FAILS, cuda0, cuda0, 1), DL_SYNC_EBACKEND, "failed with -1") \
+  X("dl_sync_group_add_exchange_import", "the conversion returns -1", import_from(TABLE_FAULT_CONVERSION_FAILS, cuda0, cuda0, 1), DL_SYNC_EBACKEND, "managed_tensor_from_py_object_no_sync failed with -1") \
+  X("dl_sync_group_add_exchange_import", "CUDA tensor, ROCm group", import_from(TABLE_FAULT_NONE, cuda0, rocm0, 1), DL_SYNC_EINVAL, "expected a device of the consumer's family") \
   X("dl_sync_group_init", "group is NULL", dl_sync_group_init(NULL, view(cuda0, NULL)), DL_SYNC_EINVAL, "group must not be NULL") \
   X("dl_sync_group_init", "unknown device type 42", dl_sync_group_init(&group, view(unknown_type, NULL)), DL_SYNC_EINVAL, "unknown device type 42") \
   X("dl_sync_group_add_stream", "uninitialized group", uninitialized_group(), DL_SYNC_EINVAL, "was not initialized: call dl_sync_group_init first") \

@@ -5,8 +5,8 @@
  *
  * A consumer that takes several tensors for one call on its own stream (f(a, b, c)) needs
  * each producer's work ordered before that stream once, not once per tensor. A group
- * collects the producers of one call (streams, exchange tables, per-tensor events) and
- * dl_sync_group_wait orders them all before the consumer:
+ * collects the producers of one call (streams, exchange tables, tensors imported through a
+ * table, per-tensor events) and dl_sync_group_wait orders them all before the consumer:
  *   - one record + one wait per distinct producer stream (same handle on the same device
  *     is one stream; the consumer's own stream costs nothing),
  *   - one wait per distinct per-tensor event (equal event handles are one event),
@@ -91,6 +91,29 @@ DL_SYNC_API int dl_sync_group_add_stream(dl_sync_group *group, dl_sync_stream pr
  */
 DL_SYNC_API int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPackExchangeAPI *api,
                                                DLDevice device);
+
+/**
+ * Imports py_object (a PyObject *, opaque to dlsync) through the producer's exchange table,
+ * as dl_sync_exchange_import does, and adds the producer's current work stream on the
+ * tensor's device to the group instead of ordering it now: the arguments of one call
+ * that come from one producer stream cost one dependency at dl_sync_group_wait, and
+ * current_work_stream is asked once per distinct table and device in the group. A
+ * tensor on a device without streams (CPU) adds nothing.
+ *
+ * On success *out is the caller's (it owns the tensor, ordered once the wait returned;
+ * release it with dl_sync_tensor_release). On failure *out is untouched, a tensor the
+ * producer returned was given back through its deleter, and the group is as it was.
+ * Errors as dl_sync_exchange_import and dl_sync_group_add_exchange_api (a tensor of another
+ * device family than the group's consumer: EINVAL).
+ *
+ *     dl_sync_group_init(&group, consumer);
+ *     for (int i = 0; i < 3; i++)   // f(a, b, c)
+ *       if (dl_sync_group_add_exchange_import(&group, api, args[i], &tensors[i]) != 0) ...
+ *     dl_sync_group_wait(&group);   // one record + one wait from one producer stream
+ */
+DL_SYNC_API int dl_sync_group_add_exchange_import(dl_sync_group *group,
+                                                  const DLPackExchangeAPI *api, void *py_object,
+                                                  DLManagedTensorVersioned **out);
 
 /**
  * Adds the tensor's dlsync event (see dlsync/tensor.h). A tensor without one (another

@@ -26,8 +26,10 @@
  * The deleters of deferred releases and of graphs gone run only in the calls that name
  * them: dl_sync_release_poll (which a producer's allocator may call before it grows),
  * dl_sync_shutdown, and dlsync's release thread once started (dl_sync_release_thread_start).
- * No other dlsync call runs a deleter: not exports, dependencies, groups or tensor waits.
- * They run with no lock of dlsync's held, never on a runtime's callback thread.
+ * An import through an exchange table (dlsync/exchange.h) that fails after the producer
+ * handed it a tensor gives that tensor back through its deleter, at once, on the calling
+ * thread. No other dlsync call runs a deleter: not exports, dependencies, groups or tensor
+ * waits. They run with no lock of dlsync's held, never on a runtime's callback thread.
  *
  * Asking whether a release's work completed never breaks a capture: the event is queried in
  * the relaxed capture interaction mode (the caller's put back), was recorded outside any

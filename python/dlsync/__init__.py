@@ -8,6 +8,13 @@ A producer whose ``__dlpack__`` is Python makes one call before building its cap
         return self._to_capsule(max_version)
 
 ``help(dlsync.export)`` shows what each ``stream`` value means on each device.
+
+A consumer takes a producer's tensor onto its own stream with one call, through the
+producer's DLPack C exchange table when its type has one, through ``__dlpack__`` otherwise::
+
+    capsule = dlsync.import_tensor(x, device, my_stream)   # ready on my_stream
+    ...                                                     # kernels on my_stream
+    dlsync.tensor_release(capsule, my_stream)              # after them
 ``dlsync.testing`` runs the same code on a simulated device with a race checker.
 
 A producer written in C, C++ or Cython builds against ``get_include()`` (the C headers,
@@ -34,6 +41,7 @@ from ._dlsync import (
     export,
     get_capture_policy,
     group_wait,
+    import_tensor,
     push_dep,
     release_poll,
     release_thread,
@@ -168,6 +176,7 @@ __all__ = [
     "get_libraries",
     "get_library_dirs",
     "group_wait",
+    "import_tensor",
     "push_dep",
     "runtime",
     "set_capture_policy",

@@ -7,9 +7,10 @@
 
 /* Every area's functions; a new area adds its table here. */
 static PyMethodDef *const areas[] = {
-    dl_sync_py_exchange_methods, dl_sync_py_convention_methods,   dl_sync_py_policy_methods,
-    dl_sync_py_group_methods,    dl_sync_py_runtime_methods,      dl_sync_py_status_methods,
-    dl_sync_py_release_methods,  dl_sync_py_null_backend_methods,
+    dl_sync_py_exchange_methods,       dl_sync_py_convention_methods,   dl_sync_py_policy_methods,
+    dl_sync_py_group_methods,          dl_sync_py_runtime_methods,      dl_sync_py_status_methods,
+    dl_sync_py_release_methods,        dl_sync_py_null_backend_methods, dl_sync_py_import_methods,
+    dl_sync_py_exchange_table_methods,
 };
 
 static int add_constants(PyObject *module) {
@@ -58,6 +59,11 @@ DL_SYNC_PY_INIT PyInit__dlsync(void) {
   for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)
     if (PyModule_AddFunctions(module, areas[i]) < 0) goto fail;
   if (add_constants(module) < 0) goto fail;
+  PyObject *array_type = dl_sync_py_exchange_array_type();
+  if (array_type == NULL || PyModule_AddObject(module, "ExchangeArray", array_type) < 0) {
+    Py_XDECREF(array_type);
+    goto fail;
+  }
   PyObject *sim = dl_sync_py_sim_module();
   if (sim == NULL || PyModule_AddObject(module, "_sim", sim) < 0) {
     Py_XDECREF(sim);

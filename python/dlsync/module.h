@@ -34,12 +34,31 @@ static inline PyObject *const *dl_sync_py_arguments(const dl_sync_py_signature *
 int dl_sync_py_export_arguments(const char *func, PyObject *const *args, dl_sync_stream *producer,
                                 dl_sync_stream_arg *consumer);
 
+/* The DLPack exchange table of obj's type (exchange_table.c): *api is NULL when the type has
+   none; -1 with an exception set for an attribute that is no table. */
+int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExchangeAPI **api);
+/* Raises the exception of a failed exchange call's status, with the exception a producer's
+   function set (if any) as its cause. Returns NULL. */
+PyObject *dl_sync_py_raise_from_producer(int status);
+/* A capsule "dltensor_versioned" that owns tensor: its deleter runs when the capsule goes
+   unconsumed. NULL with an exception, the tensor then deleted. */
+PyObject *dl_sync_py_tensor_capsule(DLManagedTensorVersioned *tensor);
+/* A versioned tensor describing view that owns inner and gives it back with
+   give_back(inner) when its deleter runs; NULL without memory. */
+DLManagedTensorVersioned *dl_sync_py_wrap_tensor(const DLTensor *view, uint64_t flags, void *inner,
+                                                 void (*give_back)(void *inner));
+
 /* A vectorcall function's method table entry. */
 #define DL_SYNC_PY_FASTCALL(name, function, doc) \
   { name, (PyCFunction)(void (*)(void))(function), METH_FASTCALL | METH_KEYWORDS, doc }
 
 /* export, push_dep (exchange.c) */
 extern PyMethodDef dl_sync_py_exchange_methods[];
+/* import_tensor (exchange_import.c) */
+extern PyMethodDef dl_sync_py_import_methods[];
+/* _exchange_*: what dlsync.testing.check_exchange_api calls a table's entry points with
+   (exchange_table.c) */
+extern PyMethodDef dl_sync_py_exchange_table_methods[];
 /* stream_from_arg, stream_to_arg (conventions.c) */
 extern PyMethodDef dl_sync_py_convention_methods[];
 /* set_capture_policy, get_capture_policy (policy.c) */
@@ -56,6 +75,10 @@ void dl_sync_py_release_thread_ensure(void);
 extern PyMethodDef dl_sync_py_null_backend_methods[];
 /* _raise_status (status.c) */
 extern PyMethodDef dl_sync_py_status_methods[];
+
+/* dlsync.testing.ExchangeArray, a model producer with an exchange table (exchange_array.c):
+   the type, a new reference, or NULL with an exception. */
+PyObject *dl_sync_py_exchange_array_type(void);
 
 /* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
 PyObject *dl_sync_py_sim_module(void);

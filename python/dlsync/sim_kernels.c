@@ -120,14 +120,37 @@ static PyObject *sim_fill(PyObject *module, PyObject *args_tuple) {
   Py_RETURN_NONE;
 }
 
-/* copy(stream, src, dst): a kernel copying src's bytes into dst. */
+/* The memory of a DLPack capsule's tensor (not yet consumed; contiguous), as a read-only
+   buffer that holds the capsule. */
+static int tensor_buffer(PyObject *capsule, Py_buffer *out) {
+  const DLTensor *t = NULL;
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned"))
+    t = &((DLManagedTensorVersioned *)PyCapsule_GetPointer(capsule, "dltensor_versioned"))
+             ->dl_tensor;
+  else if (PyCapsule_IsValid(capsule, "dltensor"))
+    t = &((DLManagedTensor *)PyCapsule_GetPointer(capsule, "dltensor"))->dl_tensor;
+  if (t == NULL || t->ndim < 0 || (t->ndim > 0 && t->shape == NULL)) {
+    PyErr_Format(PyExc_TypeError,
+                 "dlsync.testing.copy: src %R is no DLPack capsule of a tensor not yet consumed",
+                 capsule);
+    return -1;
+  }
+  Py_ssize_t bytes = ((Py_ssize_t)t->dtype.bits * t->dtype.lanes + 7) / 8;
+  for (int32_t i = 0; i < t->ndim; i++) bytes *= (Py_ssize_t)t->shape[i];
+  return PyBuffer_FillInfo(out, capsule, (char *)t->data + t->byte_offset, bytes, 1, PyBUF_SIMPLE);
+}
+
+/* copy(stream, src, dst): a kernel copying src's bytes into dst; src may be a DLPack
+   capsule (the consumer reads the tensor it imported). */
 static PyObject *sim_copy(PyObject *module, PyObject *args_tuple) {
   (void)module;
-  PyObject *stream_obj;
+  PyObject *stream_obj, *src;
   dl_sync_sim_stream *stream;
   kernel_args *args = new_kernel_args();
   if (args == NULL) return NULL;
-  if (!PyArg_ParseTuple(args_tuple, "Oy*w*:copy", &stream_obj, &args->src, &args->dst) ||
+  if (!PyArg_ParseTuple(args_tuple, "OOw*:copy", &stream_obj, &src, &args->dst) ||
+      (PyCapsule_CheckExact(src) ? tensor_buffer(src, &args->src)
+                                 : PyObject_GetBuffer(src, &args->src, PyBUF_SIMPLE)) != 0 ||
       dl_sync_py_sim_stream(stream_obj, &stream) != 0) {
     free_unlaunched(args);
     return NULL;

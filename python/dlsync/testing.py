@@ -35,19 +35,41 @@ One simulated device at a time, per process; while it is installed no other thre
 use dlsync on those device types (closing it drains the simulator and dlsync's event
 pools). Buffers are any writable object with the buffer protocol (bytearray, contiguous
 NumPy arrays); the simulator keeps them alive until it is closed.
-"""
-from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+A consumer of DLPack exchange tables is tested the same way against ``ExchangeArray``, a
+model framework's array whose type has a table (and a ``__dlpack__``), and a producer's
+table is checked with ``check_exchange_api``::
+
+    with dlsync.testing.SimulatedDevice() as sim:
+        producer, consumer = sim.stream(), sim.stream()
+        dlsync.testing.ExchangeArray.use_stream(producer)   # its framework's current stream
+        x = dlsync.testing.ExchangeArray(bytearray(1024))   # on (2, 0)
+        sim.write(producer, x, 7)
+        capsule = dlsync.import_tensor(x, (2, 0), consumer) # the table, then the ordering
+        sim.copy(consumer, capsule, bytearray(1024))
+        dlsync.tensor_release(capsule, consumer)
+"""
+import gc
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from . import _dlsync
+from ._dlsync import ExchangeArray as ExchangeArray
 from ._dlsync import _null_backend, _sim, _time_export, _time_gil_release
+from ._dlsync import import_tensor, tensor_release
 
 __all__ = [
     "CUDA_DEVICE_TYPES",
+    "ENTRY_POINTS",
+    "REQUIRED_ENTRY_POINTS",
     "ROCM_DEVICE_TYPES",
+    "ExchangeApiReport",
+    "ExchangeArray",
     "Gate",
     "NullBackend",
     "SimulatedDevice",
     "Stream",
     "StreamOrderedPool",
+    "check_exchange_api",
 ]
 
 CUDA_DEVICE_TYPES = (2, 3, 13)
@@ -247,7 +269,10 @@ class SimulatedDevice:
         _sim.fill(stream, buffer, value)
 
     def copy(self, stream: Any, src: Any, dst: Any) -> None:
-        """Enqueues a kernel on stream that reads src and writes its bytes into dst."""
+        """Enqueues a kernel on stream that reads src and writes its bytes into dst. src may
+        be a DLPack capsule not yet consumed (what ``dlsync.import_tensor`` returns): the
+        kernel reads its tensor's memory (contiguous), and holds the capsule until the
+        device is closed."""
         _sim.copy(stream, src, dst)
 
     def hold(self, stream: Any) -> "Gate":
@@ -306,3 +331,244 @@ class NullBackend:
     def time_gil_release(self, n: int = 100000) -> float:
         """Nanoseconds per release and retake of the GIL, ``n`` in a C loop."""
         return float(_time_gil_release(n))
+
+
+# -- a producer's DLPack exchange table ---------------------------------------------------
+
+ENTRY_POINTS = (
+    "managed_tensor_allocator",
+    "managed_tensor_from_py_object_no_sync",
+    "managed_tensor_to_py_object_no_sync",
+    "dltensor_from_py_object_no_sync",
+    "current_work_stream",
+)
+"""The five entry points of a DLPack 1.2+ exchange table, in the table's order."""
+REQUIRED_ENTRY_POINTS = tuple(e for e in ENTRY_POINTS if e != "dltensor_from_py_object_no_sync")
+"""Those DLPack 1.3 says must not be NULL (dltensor_from_py_object_no_sync may be)."""
+_MAX_CHAIN = 16  # DL_SYNC_EXCHANGE_MAX_CHAIN
+
+
+class ExchangeApiReport(NamedTuple):
+    """What ``check_exchange_api`` found."""
+
+    chain: List[Tuple[int, int]]
+    """The versions of the table and its prev_api chain, newest first."""
+    version: Tuple[int, int]
+    """The version of the table a DLPack 1 consumer (dlsync) uses."""
+    missing: List[str]
+    """Entry points that table lacks (NULL)."""
+    refused: Dict[str, str]
+    """Entry points present but not required that failed when called, with their error."""
+    device: Tuple[int, int]
+    """The device of the tensors checked."""
+    stream: Optional[int]
+    """What current_work_stream answered for that device, as dlsync reads it."""
+    ordering_checked: bool
+    """Whether the ordering was checked on the simulated device (a ``write`` was given)."""
+    control_races: int
+    """Races of the control: the same program with the table's bare conversion."""
+    released: Optional[int]
+    """What ``dlsync.tensor_release`` did with the imported tensor (RELEASED_NOW, ...)."""
+
+
+def _device_of(obj: Any) -> Tuple[int, int]:
+    device_type, device_id = obj.__dlpack_device__()
+    return (int(device_type), int(device_id))
+
+
+def _fail(what: str) -> None:
+    raise AssertionError(f"dlsync.testing.check_exchange_api: {what}")
+
+
+def _check_chain(obj: Any) -> Tuple[List[Tuple[int, int]], Tuple[int, int], List[str]]:
+    chain = _dlsync._exchange_table_chain(obj)
+    versions = [(major, minor) for major, minor, _ in chain]
+    if len(chain) > _MAX_CHAIN:
+        _fail(f"the prev_api chain is longer than {_MAX_CHAIN} tables: cyclic or corrupt ({versions[:4]}...)")
+    used = next((item for item in chain if item[0] == 1), None)
+    if used is None:
+        _fail(f"no table of major version 1 in the chain {versions}")
+    assert used is not None  # for mypy
+    if used[1] < 2:
+        _fail(f"table version 1.{used[1]}: exchange tables exist since DLPack 1.2 (chain {versions})")
+    entries = used[2] if used[2] is not None else (False,) * len(ENTRY_POINTS)
+    missing = [name for name, present in zip(ENTRY_POINTS, entries) if not present]
+    return versions, (used[0], used[1]), missing
+
+
+def _check_tensor(what: str, fields: Dict[str, Any], device: Tuple[int, int]) -> None:
+    if tuple(fields["device"]) != tuple(device):
+        _fail(f"{what} is on {fields['device']}, the object on {device}")
+    if fields["ndim"] < 0 or fields["shape"] is None or len(fields["shape"]) != fields["ndim"]:
+        _fail(f"{what}: ndim {fields['ndim']} and shape {fields['shape']} disagree")
+
+
+def _same_layout(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    keys = ("data", "byte_offset", "device", "ndim", "shape", "dtype")
+    return all(a[k] == b[k] for k in keys) and (a["strides"] is None or b["strides"] is None or a["strides"] == b["strides"])
+
+
+def _check_from_py_object(obj: Any, device: Tuple[int, int]) -> Dict[str, Any]:
+    """managed_tensor_from_py_object_no_sync: a DLPack 1 tensor with a deleter on the
+    object's device; its fields."""
+    managed: Dict[str, Any] = _dlsync._exchange_describe(_dlsync._exchange_bare_import(obj))
+    if managed["version"][0] != 1 or not managed["has_deleter"]:
+        _fail(f"the tensor of managed_tensor_from_py_object_no_sync has version {managed['version']} "
+              f"and {'a' if managed['has_deleter'] else 'no'} deleter: expected major 1 and a deleter")
+    _check_tensor("the tensor of managed_tensor_from_py_object_no_sync", managed, device)
+    return managed
+
+
+def _check_dltensor(obj: Any, managed: Dict[str, Any]) -> None:
+    """dltensor_from_py_object_no_sync describes the memory the managed tensor does."""
+    view = _dlsync._exchange_dltensor(obj)
+    if not _same_layout(view, managed):
+        _fail(f"dltensor_from_py_object_no_sync describes {view}, managed_tensor_from_py_object_no_sync {managed}")
+
+
+def _check_to_py_object(obj: Any, device: Tuple[int, int], managed: Dict[str, Any]) -> None:
+    """managed_tensor_to_py_object_no_sync makes an object of the tensor's memory (read
+    through its own table, or its __dlpack__), which runs the deleter once when it goes."""
+    before = _dlsync._exchange_deletions()
+    back = _dlsync._exchange_to_object(obj, _dlsync._exchange_bare_import(obj))
+    has_table = hasattr(type(back), "__dlpack_c_exchange_api__") or hasattr(type(back), "__c_dlpack_exchange_api__")
+    again = _dlsync._exchange_bare_import(back) if has_table else import_tensor(back, device, None)
+    if _dlsync._exchange_describe(again)["data"] != managed["data"]:
+        _fail("managed_tensor_to_py_object_no_sync made an object of other memory")
+    del again, back
+    gc.collect()
+    deletions = _dlsync._exchange_deletions() - before
+    if deletions != 1:
+        _fail(f"the object managed_tensor_to_py_object_no_sync made ran the tensor's deleter "
+              f"{deletions} times when it went away: expected once")
+
+
+def _check_allocator(obj: Any, device: Tuple[int, int]) -> None:
+    capsule = _dlsync._exchange_allocate(obj, device, (4, 3), (1, 8, 1))
+    fields = _dlsync._exchange_describe(capsule)
+    if fields["shape"] != (4, 3) or fields["dtype"] != (1, 8, 1) or not fields["has_deleter"]:
+        _fail(f"managed_tensor_allocator for a (4, 3) uint8 prototype on {device} made {fields}")
+    _check_tensor("the tensor of managed_tensor_allocator", fields, device)
+
+
+def _tensor_bytes(capsule: Any) -> int:
+    fields = _dlsync._exchange_describe(capsule)
+    count = 1
+    for size in fields["shape"]:
+        count *= size
+    return int(count * ((fields["dtype"][1] * fields["dtype"][2] + 7) // 8))
+
+
+def _ordered_run(make: Callable[[Any], Any], write: Callable[[Any, Any, int], None],
+                 device_types: Sequence[int], bare: bool) -> Tuple[int, bool, Optional[int]]:
+    """One exchange on the simulated device: the stream current_work_stream names is held,
+    the producer writes 7s, the consumer imports onto its own stream (through dlsync, or the
+    bare conversion: the control) and copies what it reads. (races, all 7s, release)."""
+    sim = SimulatedDevice(device_types).open()
+    try:
+        obj = make(sim)
+        device = _device_of(obj)
+        current = _dlsync._exchange_current_work_stream(obj, device)
+        gate = sim.hold(current)
+        write(sim, obj, 7)
+        consumer = sim.stream(non_blocking=True, device=device[1])
+        capsule = _dlsync._exchange_bare_import(obj) if bare else import_tensor(obj, device, consumer)
+        seen = bytearray(_tensor_bytes(capsule))
+        sim.copy(consumer, capsule, seen)
+        if bare:  # the consumer's copy cannot wait for the held write: let it finish first
+            consumer.synchronize()
+        gate.release()
+        consumer.synchronize()
+        sim.host_read(seen)
+        released = None if bare else tensor_release(capsule, consumer)
+        sim.synchronize()
+        return sim.race_count, all(b == 7 for b in seen), released
+    finally:
+        sim.close(check=False)
+
+
+def check_exchange_api(
+    make: Callable[[Any], Any],
+    write: Optional[Callable[[Any, Any, int], None]] = None,
+    *,
+    require: Sequence[str] = REQUIRED_ENTRY_POINTS,
+    device_types: Sequence[int] = CUDA_DEVICE_TYPES,
+) -> ExchangeApiReport:
+    """Checks a producer's DLPack exchange table (``__dlpack_c_exchange_api__`` on its
+    tensor type) the way ``SimulatedDevice`` checks a ``__dlpack__``, and raises
+    AssertionError saying what is wrong:
+
+    - versions and chain: a table of major 1 and minor >= 2 within 16 tables of prev_api,
+      each entry point of ``require`` present and working (DLPack 1.3's required ones by
+      default); one not required is checked when present, and if it fails (its own
+      error, not a wrong answer) the report lists it under ``refused``;
+    - the conversions: managed_tensor_from_py_object_no_sync gives a DLPack 1 tensor with a
+      deleter on the object's device; dltensor_from_py_object_no_sync describes the same
+      memory; managed_tensor_to_py_object_no_sync makes an object of that memory, which
+      runs the deleter once when it goes away;
+    - the allocator: a (4, 3) uint8 tensor on the object's device;
+    - current_work_stream, when ``write`` is given, on the simulated device (installed
+      under ``device_types``): the stream it names is held while the producer writes, the
+      consumer imports through ``dlsync.import_tensor`` onto a stream of its own and reads;
+      the race checker must find nothing and the values must be the producer's. The
+      control, the same program with the table's bare conversion, must be caught (a
+      check that cannot fail proves nothing). A producer whose writes are not on the
+      stream current_work_stream names is caught by the race checker.
+
+    make(sim): a new tensor object of the producer (sim: the open SimulatedDevice when
+    ``write`` is given, for a producer that installs it into its own copy of dlsync; None
+    otherwise). write(sim, obj, value): the producer's own kernel on its current stream,
+    writing value into every byte of obj (e.g. ``sim.write(stream, obj.data, value)``).
+    Producers that cannot run on the simulated device (a framework's CPU tensors) are
+    checked without ``write``."""
+    if write is None:
+        return _check_static(make(None), require)
+    sim = SimulatedDevice(device_types).open()
+    try:
+        report = _check_static(make(sim), require)
+    finally:
+        sim.close(check=False)
+    races, values, released = _ordered_run(make, write, device_types, bare=False)
+    if races or not values:
+        _fail(f"the consumer imported onto its own stream and ordered after the stream "
+              f"current_work_stream names ({report.stream}) still raced the producer's write "
+              f"({races} race(s), {'right' if values else 'wrong'} values): the producer's "
+              f"writes are not on that stream")
+    control_races, _, _ = _ordered_run(make, write, device_types, bare=True)
+    if not control_races:
+        _fail("the control (the bare conversion, no ordering) was not caught by the race "
+              "checker: does write() launch a kernel on the simulated device that writes "
+              "the tensor's memory?")
+    return report._replace(ordering_checked=True, control_races=control_races, released=released)
+
+
+def _check_static(obj: Any, require: Sequence[str]) -> ExchangeApiReport:
+    chain, version, missing = _check_chain(obj)
+    absent = [name for name in require if name in missing]
+    if absent:
+        _fail(f"the table (version {version[0]}.{version[1]}) lacks {', '.join(absent)}")
+    device = _device_of(obj)
+    refused: Dict[str, str] = {}
+
+    def run(name: str, check: Callable[[], Any]) -> Any:
+        """A present entry point's check: a required one must pass; another that refuses
+        (its own error, as cuda.core's allocator raises NotImplementedError) is reported."""
+        if name in missing:
+            return None
+        try:
+            return check()
+        except AssertionError:
+            raise
+        except Exception as error:
+            if name in require:
+                _fail(f"{name} failed: {type(error).__name__}: {error}")
+            refused[name] = f"{type(error).__name__}: {error}"
+            return None
+
+    managed = run("managed_tensor_from_py_object_no_sync", lambda: _check_from_py_object(obj, device))
+    if managed is not None:
+        run("dltensor_from_py_object_no_sync", lambda: _check_dltensor(obj, managed))
+        run("managed_tensor_to_py_object_no_sync", lambda: _check_to_py_object(obj, device, managed))
+    run("managed_tensor_allocator", lambda: _check_allocator(obj, device))
+    stream = run("current_work_stream", lambda: _dlsync._exchange_current_work_stream(obj, device))
+    return ExchangeApiReport(chain, version, missing, refused, device, stream, False, 0, None)

@@ -3,16 +3,19 @@
 with a message that contains its text. `python3 test_bad_input.py --markdown` writes
 docs/errors-python.md, and the test python_errors_doc_is_current fails when that page is
 stale."""
+import ctypes
 import sys
 import unittest
 
 import dlsync
 import dlsync.testing
+from arrays import Array
 
 try:
     import numpy
+    import table_producer as tp
 except ImportError:  # the numpy rows are checked where numpy is installed
-    numpy = None
+    numpy = tp = None
 
 CUDA, ROCM, CPU = (2, 0), (10, 0), (1, 0)
 HANDLE = 0x5000
@@ -77,6 +80,56 @@ def used_capsule():
     capsule = pool.export(pool.alloc(stream), stream)
     dlsync.tensor_release(capsule, -1)
     return capsule
+
+
+def import_from(cls=None, fault=None, device=CUDA, consumer_device=CUDA, answer_device=None):
+    """dlsync.import_tensor of an array of the Python table producer (table_producer.py)
+    made to misbehave; then checks what a failure promises: every tensor the producer made
+    was given back, and the array is as it was."""
+    tp.reset()
+    array = (cls or tp.TableArray)(numpy.arange(16, dtype=numpy.uint8), device)
+    before = (dict(tp.FRAMEWORK.live), array.data.copy(), sys.getrefcount(array))
+    tp.FRAMEWORK.local.stream = SIM.stream()
+    tp.FRAMEWORK.fault = fault
+    if answer_device is not None:
+        tp.FRAMEWORK.answer = SIM.stream(device=answer_device)
+    try:
+        dlsync.tensor_release(dlsync.import_tensor(array, consumer_device, SIM.stream()), -1)
+    finally:
+        after = (dict(tp.FRAMEWORK.live), array.data, sys.getrefcount(array))
+        tp.reset()
+        if after[0] != before[0] or (after[1] != before[1]).any() or after[2] != before[2]:
+            raise AssertionError("the failed import kept a tensor or touched the object")
+
+
+class NoTable:
+    """Neither a table nor __dlpack__."""
+
+
+class BadAttribute:
+    __dlpack_c_exchange_api__ = "a table"
+
+
+_OTHER_NAME = b"other_api"  # outlives the capsule that points to it
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class OtherCapsule:
+    __dlpack_c_exchange_api__ = _capsule_new(8, _OTHER_NAME, None)
+
+
+class ZeroAddress:
+    __c_dlpack_exchange_api__ = 0
+
+
+class DlpackReturnsStr:
+    def __dlpack_device__(self):
+        return CPU
+
+    def __dlpack__(self, **kwargs):
+        return "no capsule"
 
 
 # (function, bad input, call, exception, message contains)
@@ -171,6 +224,50 @@ ROWS = [
 ]
 # Rows checked where numpy is installed (and listed on the page everywhere).
 NUMPY_ROWS = [
+    ("dlsync.import_tensor", "device not a tuple", lambda: dlsync.import_tensor(numpy.zeros(1), [1, 0], None),
+     TypeError, "expected a (device_type, device_id) tuple"),
+    ("dlsync.import_tensor", "stream an object with no stream protocol",
+     lambda: dlsync.import_tensor(numpy.zeros(1), CUDA, object()), TypeError, "dlsync.import_tensor: stream="),
+    ("dlsync.import_tensor", "neither a table nor `__dlpack__`", lambda: dlsync.import_tensor(NoTable(), CUDA, None),
+     TypeError, "NoTable has neither a DLPack exchange table (__dlpack_c_exchange_api__) nor __dlpack__"),
+    ("dlsync.import_tensor", "`__dlpack_c_exchange_api__` a str", lambda: dlsync.import_tensor(BadAttribute(), CUDA, None),
+     TypeError, "BadAttribute.__dlpack_c_exchange_api__ is a str: expected a PyCapsule named \"dlpack_exchange_api\""),
+    ("dlsync.import_tensor", "a capsule of another name", lambda: dlsync.import_tensor(OtherCapsule(), CUDA, None),
+     ValueError, "PyCapsule_GetPointer called with incorrect name"),
+    ("dlsync.import_tensor", "`__c_dlpack_exchange_api__` 0 (DLPack 1.2's int)",
+     lambda: dlsync.import_tensor(ZeroAddress(), CUDA, None), ValueError, "ZeroAddress.__c_dlpack_exchange_api__ is 0"),
+    ("dlsync.import_tensor", "a table of major version 2 only",
+     lambda: import_from(tp.variant("Major2", version=(2, 0))), BufferError,
+     "no exchange table of major version 1 in the chain (newest is 2.0)"),
+    ("dlsync.import_tensor", "prev_api cycle", lambda: import_from(tp.variant("Cyclic", version=(2, 0), cyclic=True)),
+     ValueError, "cyclic or corrupt"),
+    ("dlsync.import_tensor", "no managed_tensor_from_py_object_no_sync",
+     lambda: import_from(tp.variant("NoConversion", managed_tensor_from_py_object_no_sync=None)),
+     BufferError, "has no managed_tensor_from_py_object_no_sync: import through __dlpack__"),
+    ("dlsync.import_tensor", "no current_work_stream, a CUDA tensor",
+     lambda: import_from(tp.variant("NoStream", current_work_stream=None)), BufferError, "has no current_work_stream"),
+    ("dlsync.import_tensor", "current_work_stream returns -1", lambda: import_from(fault="stream fails"),
+     RuntimeError, "current_work_stream(cuda, 0) failed with -1"),
+    ("dlsync.import_tensor", "current_work_stream answers a stream of device 1",
+     lambda: import_from(fault="stream answers", answer_device=1), RuntimeError,
+     "dl_sync_group_wait: producer stream 1 of 1"),
+    ("dlsync.import_tensor", "the conversion returns -1", lambda: import_from(fault="conversion fails"),
+     RuntimeError, "managed_tensor_from_py_object_no_sync failed with -1"),
+    ("dlsync.import_tensor", "the conversion returns no tensor", lambda: import_from(fault="no tensor"),
+     RuntimeError, "returned 0 and no tensor"),
+    ("dlsync.import_tensor", "a tensor of DLPack 2.0", lambda: import_from(fault="major 2"),
+     ValueError, "is of DLPack version 2.0: expected major version 1"),
+    ("dlsync.import_tensor", "CUDA tensor, ROCm consumer stream", lambda: import_from(consumer_device=ROCM),
+     ValueError, "expected a device of the consumer's family"),
+    ("dlsync.import_tensor", "CUDA `__dlpack__`, ROCm consumer stream",
+     lambda: dlsync.import_tensor(Array(numpy.zeros(4), CUDA), ROCM, None), ValueError,
+     "obj is on device (2, 0) and the consumer's stream on (10, 0): expected a consumer stream of obj's device family"),
+    ("dlsync.import_tensor", "`__dlpack__` returns a str", lambda: dlsync.import_tensor(DlpackReturnsStr(), CPU, None),
+     TypeError, "DlpackReturnsStr.__dlpack__ returned 'no capsule': expected a DLPack capsule not yet consumed"),
+    ("dlsync.testing.check_exchange_api", "a table without managed_tensor_allocator",
+     lambda: dlsync.testing.check_exchange_api(
+         lambda sim: tp.variant("NoAllocator", managed_tensor_allocator=None)(numpy.zeros(4, numpy.uint8), CPU)),
+     AssertionError, "the table (version 1.3) lacks managed_tensor_allocator"),
     ("dlsync.export", "stream=numpy.float64(1)", lambda: dlsync.export(CUDA, None, numpy.float64(1)),
      TypeError, "expected None or an int, not numpy.float64"),
     ("dlsync.export", "stream=numpy.bool_(True)", lambda: dlsync.export(CUDA, None, numpy.bool_(True)),

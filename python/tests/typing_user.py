@@ -112,8 +112,57 @@ def simulated() -> None:
     rocm.close(check=True)
 
 
+class PoolArray:
+    """A producer without a table: its __dlpack__ orders with dlsync.export."""
+
+    def __init__(self, pool: dlsync.testing.StreamOrderedPool, stream: dlsync.testing.Stream) -> None:
+        self.pool, self.stream = pool, stream
+        self.block = pool.alloc(stream)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (2, 0)
+
+    def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[Tuple[int, int]] = None) -> object:
+        dlsync.export((2, 0), self.stream, stream)
+        return self.pool.export(self.block, self.stream)
+
+
+def exchange_tables() -> None:
+    entries: Tuple[str, ...] = dlsync.testing.ENTRY_POINTS
+    required: Tuple[str, ...] = dlsync.testing.REQUIRED_ENTRY_POINTS
+    assert set(required) < set(entries)
+    with dlsync.testing.SimulatedDevice() as sim:
+        a, b = sim.stream(), sim.stream()
+        x = PoolArray(dlsync.testing.StreamOrderedPool(32), a)
+        sim.write(a, x.block, 3)
+        capsule: object = dlsync.import_tensor(x, (2, 0), b)  # no table: through __dlpack__
+        seen = bytearray(32)
+        sim.copy(b, capsule, seen)
+        b.synchronize()
+        sim.host_read(seen)
+        assert seen == bytearray([3]) * 32
+        dlsync.tensor_release(capsule, b)
+        try:
+            dlsync.testing.check_exchange_api(lambda s: x, require=required)
+        except TypeError as error:  # PoolArray's type has no table
+            assert "has no __dlpack_c_exchange_api__" in str(error), error
+
+    def make(sim: Optional[dlsync.testing.SimulatedDevice]) -> dlsync.testing.ExchangeArray:
+        if sim is not None:
+            dlsync.testing.ExchangeArray.use_stream(sim.stream())
+        return dlsync.testing.ExchangeArray(bytearray(64), (2, 0))
+
+    def write(sim: dlsync.testing.SimulatedDevice, x: dlsync.testing.ExchangeArray, value: int) -> None:
+        sim.write(dlsync.testing.ExchangeArray.current_stream(), x, value)
+
+    report: dlsync.testing.ExchangeApiReport = dlsync.testing.check_exchange_api(make, write)
+    assert report.ordering_checked and report.missing == [] and report.control_races > 0, report
+    dlsync.testing.ExchangeArray.use_stream(None)
+
+
 if __name__ == "__main__":
     conventions()
     build_paths()
     simulated()
+    exchange_tables()
     print("typing_user: dlsync", dlsync.__version__)

@@ -130,6 +130,8 @@ cdef extern from "dlsync/dlsync.h" nogil:
         DL_SYNC_EXCHANGE_MAX_CHAIN
     int dl_sync_stream_from_exchange_api(const DLPackExchangeAPI *api, DLDevice device,
                                          dl_sync_stream *out)
+    int dl_sync_exchange_import(const DLPackExchangeAPI *api, void *py_object,
+                                dl_sync_stream consumer, DLManagedTensorVersioned **out)
 
     # dlsync/tensor.h, dlsync/tensor_event.h
     int dl_sync_tensor_record(DLManagedTensorVersioned *tensor, dl_sync_stream producer)
@@ -151,6 +153,8 @@ cdef extern from "dlsync/dlsync.h" nogil:
     int dl_sync_group_add_stream(dl_sync_group *group, dl_sync_stream producer)
     int dl_sync_group_add_exchange_api(dl_sync_group *group, const DLPackExchangeAPI *api,
                                        DLDevice device)
+    int dl_sync_group_add_exchange_import(dl_sync_group *group, const DLPackExchangeAPI *api,
+                                          void *py_object, DLManagedTensorVersioned **out)
     int dl_sync_group_add_tensor(dl_sync_group *group, const DLManagedTensorVersioned *tensor)
     int dl_sync_group_add_legacy_tensor(dl_sync_group *group, const DLManagedTensor *tensor)
     int dl_sync_group_wait(dl_sync_group *group)

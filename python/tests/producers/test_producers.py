@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """dlsync.testing for producers with their own copy of dlsync: a Cython and a C extension,
 built against the installed package, install the simulated device into their copy
-(dl_sync_testing_install); the race checker then judges their dl_sync_export. Each
-ordering test has its negative control (the export forgotten)."""
+(dl_sync_testing_install); the race checker then judges their dl_sync_export. The C one
+also exposes a DLPack exchange table, which the module dlsync imports through. Each
+ordering test has its negative control (the export forgotten, the bare conversion)."""
 import unittest
 
 import numpy as np
@@ -159,6 +160,58 @@ class Producers(unittest.TestCase):
             c_producer.export((2, 0), 0, 0)
         with self.assertRaisesRegex(ValueError, r"dl_sync_export: device has unknown device type 99"):
             c_producer.export((99, 0), 0, None)
+
+
+class CTable(unittest.TestCase):
+    """A DLPack exchange table written in C (c_producer.TableArray), imported by the module
+    dlsync onto the consumer's stream; the control is the table's bare conversion."""
+
+    def exchange(self, sim, bare):
+        producer, consumer = sim.stream(), sim.stream(non_blocking=True)
+        c_producer.use_stream(producer.handle)
+        x = c_producer.TableArray(np.zeros(SIZE, np.uint8), (2, 0))
+        gate = sim.hold(producer)
+        sim.write(producer, x, 7)
+        capsule = dlsync._dlsync._exchange_bare_import(x) if bare else dlsync.import_tensor(x, (2, 0), consumer)
+        seen = np.zeros(SIZE, np.uint8)
+        sim.copy(consumer, capsule, seen)
+        if bare:
+            consumer.synchronize()
+        gate.release()
+        consumer.synchronize()
+        sim.host_read(seen)
+        dlsync.tensor_release(capsule, consumer)
+        return seen
+
+    def test_the_import_orders_the_producers_current_stream_first(self):
+        with dlsync.testing.SimulatedDevice(jitter_us=100, seed=6) as sim:
+            self.assertTrue((self.exchange(sim, bare=False) == 7).all())
+            self.assertEqual(sim.race_count, 0, sim.race_report())
+
+    def test_negative_control_the_bare_conversion_races(self):
+        with self.assertRaisesRegex(AssertionError, "race"):
+            with dlsync.testing.SimulatedDevice() as sim:
+                self.assertTrue((self.exchange(sim, bare=True) == 0).all())
+
+    def test_check_exchange_api_passes(self):
+        def make(sim):
+            if sim is not None:
+                c_producer.use_stream(sim.stream().handle)
+            return c_producer.TableArray(np.zeros(64, np.uint8), (2, 0))
+
+        report = dlsync.testing.check_exchange_api(make, lambda sim, x, value: sim.write(
+            dlsync.testing.Stream(dlsync._dlsync._exchange_current_work_stream(x, (2, 0))), x, value))
+        self.assertEqual(report.missing, [])
+        self.assertTrue(report.ordering_checked)
+        self.assertGreater(report.control_races, 0)
+
+    def test_a_refused_conversion_is_the_cause_of_dlsyncs_error(self):
+        x = c_producer.TableArray(np.zeros(8, np.uint8), (1, 0))
+        c_producer.refuse_next()
+        with self.assertRaisesRegex(RuntimeError, "managed_tensor_from_py_object_no_sync failed with -1") as raised:
+            dlsync.import_tensor(x, (1, 0), None)
+        self.assertIsInstance(raised.exception.__cause__, RuntimeError)
+        self.assertIn("this conversion is refused", str(raised.exception.__cause__))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dlsync.import_tensor: the consumer's side of an exchange for a Python framework. Through
+ * the producer's DLPack exchange table when its type has one (dl_sync_exchange_import),
+ * through its __dlpack__ otherwise; either way a capsule ready on the consumer's stream.
+ */
+#include "module.h"
+
+PyDoc_STRVAR(
+    import_tensor_doc,
+    "import_tensor(obj, device, stream)\n"
+    "--\n"
+    "\n"
+    "obj's tensor as a DLPack capsule (\"dltensor_versioned\") ready on the consumer's\n"
+    "``stream``: work enqueued on it from now on sees the producer's writes. The host never\n"
+    "blocks.\n"
+    "\n"
+    "With a DLPack exchange table on obj's type (``__dlpack_c_exchange_api__``, a capsule;\n"
+    "DLPack 1.2's int ``__c_dlpack_exchange_api__``), the tensor is taken through the table\n"
+    "and the producer's current work stream is ordered before ``stream``: nothing on the\n"
+    "producer's own stream, nothing for a tensor on a device without streams (the C call\n"
+    "dl_sync_exchange_import, in two steps). Otherwise\n"
+    "``obj.__dlpack__(stream=..., max_version=(1, 3))``\n"
+    "with the argument that names ``stream`` (None for a tensor on a device without\n"
+    "streams): the producer orders. A producer older than DLPack 1.0 is asked without\n"
+    "max_version, and its tensor handed back inside a versioned one.\n"
+    "\n"
+    "device: ``(device_type, device_id)`` of the consumer's stream.\n"
+    "stream: the consumer's stream, as ``export`` takes a stream: an int handle or a stream\n"
+    "    object; None for the legacy default stream, and on a device without streams.\n"
+    "\n"
+    "Release the tensor after the work that reads it with ``tensor_release(capsule,\n"
+    "stream)``. A table dlsync cannot use, or a producer's function that fails, raises the\n"
+    "exception of dl_sync_exchange_import's status (ValueError, BufferError, RuntimeError)\n"
+    "with the producer's own exception as its cause; the tensor is then given back and obj\n"
+    "is untouched. The GIL is released only while dlsync calls the runtime (a table's\n"
+    "functions need it).\n");
+
+/* dl_sync_exchange_import in two steps, so that the GIL is let go only where the runtime
+   is called: the producer's functions need it (the tensor is taken and the producer's
+   stream found through a group, which orders nothing yet), the ordering does not (the
+   group's one dependency). */
+static PyObject *import_through_table(const DLPackExchangeAPI *api, PyObject *obj,
+                                      dl_sync_stream consumer) {
+  dl_sync_group group;
+  DLManagedTensorVersioned *tensor = NULL;
+  int status = dl_sync_group_init(&group, consumer);
+  if (status == DL_SYNC_OK) status = dl_sync_group_add_exchange_import(&group, api, obj, &tensor);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_from_producer(status);
+  if (group.stream_count > 0) { /* a stream other than the consumer's: the runtime is called */
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_group_wait(&group);
+    PyEval_RestoreThread(thread);
+    if (status != DL_SYNC_OK) {
+      tensor->deleter(tensor); /* refused: back to its producer */
+      return dl_sync_py_raise(status);
+    }
+  }
+  return dl_sync_py_tensor_capsule(tensor);
+}
+
+/* Whether two devices are of one stream family: the legacy default stream's argument is 1
+   on CUDA, 0 (the null stream) on ROCm, None without streams. */
+static int same_family(DLDevice a, DLDevice b) {
+  dl_sync_stream_arg x, y;
+  return dl_sync_stream_to_arg(dl_sync_stream_view(a, DL_SYNC_STREAM_LEGACY), &x) == DL_SYNC_OK &&
+         dl_sync_stream_to_arg(dl_sync_stream_view(b, DL_SYNC_STREAM_LEGACY), &y) == DL_SYNC_OK &&
+         x.is_none == y.is_none && (x.is_none || x.value == y.value);
+}
+
+/* The stream argument obj's __dlpack__ gets for the consumer's stream (a new reference). */
+static PyObject *stream_argument(const char *func, PyObject *obj, dl_sync_stream consumer) {
+  if (!PyObject_HasAttrString(obj, "__dlpack__"))
+    return PyErr_Format(PyExc_TypeError,
+                        "%s: %.100s has neither a DLPack exchange table "
+                        "(__dlpack_c_exchange_api__) nor __dlpack__",
+                        func, Py_TYPE(obj)->tp_name);
+  PyObject *device_obj = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+  if (device_obj == NULL) return NULL;
+  DLDevice device;
+  int rc = dl_sync_py_device(func, device_obj, &device);
+  Py_DECREF(device_obj);
+  if (rc != 0) return NULL;
+  dl_sync_stream_arg arg;
+  int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, NULL), &arg);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (arg.is_none) Py_RETURN_NONE; /* a device without streams: nothing to order */
+  if (!same_family(device, consumer.device))
+    return PyErr_Format(PyExc_ValueError,
+                        "%s: obj is on device (%d, %d) and the consumer's stream on (%d, %d): "
+                        "expected a consumer stream of obj's device family",
+                        func, (int)device.device_type, (int)device.device_id,
+                        (int)consumer.device.device_type, (int)consumer.device.device_id);
+  status = dl_sync_stream_to_arg(consumer, &arg);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  return PyLong_FromLongLong(arg.value);
+}
+
+static void give_back_legacy(void *inner) {
+  DLManagedTensor *tensor = inner;
+  if (tensor->deleter != NULL) tensor->deleter(tensor);
+}
+
+/* A legacy capsule "dltensor" as a versioned one: its tensor inside a versioned tensor
+   whose deleter gives it back; the legacy capsule is marked consumed. */
+static PyObject *versioned_from_legacy(PyObject *legacy) {
+  DLManagedTensor *inner = PyCapsule_GetPointer(legacy, "dltensor");
+  if (inner == NULL) return NULL;
+  DLManagedTensorVersioned *outer =
+      dl_sync_py_wrap_tensor(&inner->dl_tensor, 0, inner, give_back_legacy);
+  if (outer == NULL) return PyErr_NoMemory();
+  if (PyCapsule_SetName(legacy, "used_dltensor") != 0) {
+    PyMem_RawFree(outer);
+    return NULL;
+  }
+  return dl_sync_py_tensor_capsule(outer);
+}
+
+/* obj.__dlpack__ called with keyword arguments: names (a tuple) and their values. */
+static PyObject *call_with_keywords(PyObject *obj, PyObject *method, PyObject *const *values,
+                                    PyObject *names) {
+#if PY_VERSION_HEX >= 0x03090000
+  PyObject *args[] = {obj, values[0], PyTuple_GET_SIZE(names) > 1 ? values[1] : NULL};
+  return PyObject_VectorcallMethod(method, args, 1, names);
+#else
+  PyObject *bound = PyObject_GetAttr(obj, method);
+  PyObject *kwargs = bound != NULL ? PyDict_New() : NULL;
+  for (Py_ssize_t i = 0; kwargs != NULL && i < PyTuple_GET_SIZE(names); i++)
+    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(names, i), values[i]) != 0) Py_CLEAR(kwargs);
+  PyObject *empty = kwargs != NULL ? PyTuple_New(0) : NULL;
+  PyObject *result = empty != NULL ? PyObject_Call(bound, empty, kwargs) : NULL;
+  Py_XDECREF(empty);
+  Py_XDECREF(kwargs);
+  Py_XDECREF(bound);
+  return result;
+#endif
+}
+
+/* obj.__dlpack__(stream=arg, max_version=(1, 3)), or without max_version for a producer
+   that predates it (a TypeError for the keyword). */
+static PyObject *call_dlpack(PyObject *obj, PyObject *arg) {
+  static PyObject *method, *names_versioned, *names_stream, *max_version; /* made once */
+  if (method == NULL) {
+    method = PyUnicode_InternFromString("__dlpack__");
+    names_versioned = Py_BuildValue("(ss)", "stream", "max_version");
+    names_stream = Py_BuildValue("(s)", "stream");
+    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    if (method == NULL || names_versioned == NULL || names_stream == NULL || max_version == NULL) {
+      Py_CLEAR(method);
+      return NULL;
+    }
+  }
+  PyObject *values[] = {arg, max_version};
+  PyObject *capsule = call_with_keywords(obj, method, values, names_versioned);
+  if (capsule != NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) return capsule;
+  PyErr_Clear();
+  return call_with_keywords(obj, method, values, names_stream);
+}
+
+static PyObject *import_through_dlpack(const char *func, PyObject *obj, dl_sync_stream consumer) {
+  PyObject *arg = stream_argument(func, obj, consumer);
+  if (arg == NULL) return NULL;
+  PyObject *capsule = call_dlpack(obj, arg);
+  Py_DECREF(arg);
+  if (capsule == NULL || PyCapsule_IsValid(capsule, "dltensor_versioned")) return capsule;
+  PyObject *result = PyCapsule_IsValid(capsule, "dltensor")
+                         ? versioned_from_legacy(capsule)
+                         : PyErr_Format(PyExc_TypeError,
+                                        "%s: %.100s.__dlpack__ returned %R: expected a DLPack "
+                                        "capsule not yet consumed",
+                                        func, Py_TYPE(obj)->tp_name, capsule);
+  Py_DECREF(capsule);
+  return result;
+}
+
+static const char *const import_names[] = {"obj", "device", "stream"};
+static PyObject *import_interned[3];
+static const dl_sync_py_signature import_signature = {"import_tensor", 3, import_names,
+                                                      import_interned};
+
+static PyObject *py_import_tensor(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
+  (void)module;
+  static const char *const func = "dlsync.import_tensor";
+  PyObject *scratch[3];
+  PyObject *const *arg_objs =
+      dl_sync_py_arguments(&import_signature, args, nargs, kwnames, scratch);
+  if (arg_objs == NULL) return NULL;
+  PyObject *obj = arg_objs[0];
+  DLDevice device;
+  void *handle = NULL;
+  if (dl_sync_py_device(func, arg_objs[1], &device) != 0 ||
+      dl_sync_py_stream_handle(func, "stream", arg_objs[2], &handle) != 0)
+    return NULL;
+  dl_sync_stream consumer = dl_sync_stream_view(device, handle);
+  const DLPackExchangeAPI *api = NULL;
+  if (dl_sync_py_exchange_table(func, obj, &api) != 0) return NULL;
+  return api != NULL ? import_through_table(api, obj, consumer)
+                     : import_through_dlpack(func, obj, consumer);
+}
+
+PyMethodDef dl_sync_py_import_methods[] = {
+    DL_SYNC_PY_FASTCALL("import_tensor", py_import_tensor, import_tensor_doc),
+    {NULL, NULL, 0, NULL},
+};
