@@ -437,8 +437,11 @@ static void test_capture_two_graphs_are_refused_and_both_survive(void **state) {
   free_stream(c);
 }
 
+/* CUDA has them; HIP from ROCm 6.4.2 (TEST_ROCM_RELEASE: the release the fake models, which
+   its reported version cannot tell from 6.4.1). */
 static int has_external_waits(void) {
-  return cuda || driver || expected_version >= 70000000;
+  const char *release = getenv("TEST_ROCM_RELEASE");
+  return cuda || driver || (release != NULL && atol(release) >= 60402);
 }
 
 /* Producer not capturing, consumer capturing: an external wait node in the consumer's
