@@ -488,8 +488,10 @@ int dl_sync__release_report_left(void) {
   if (waiting != 0)
     return dl_sync__error(DL_SYNC_ECAPTURE,
                           "%d releases still wait: their consumer stream is capturing a graph, "
-                          "and their event is not asked while it does (the runtime would "
-                          "invalidate the capture); a poll after the capture finishes them",
+                          "or (HIP) is no longer a valid stream, and their event is not asked "
+                          "meanwhile (the runtime would invalidate the capture, or read the "
+                          "stream destroyed); a poll after the capture finishes them, and "
+                          "those of a destroyed stream never finish (their tensors are leaked)",
                           waiting);
   return DL_SYNC_OK;
 }
