@@ -546,7 +546,8 @@ int dl_sync__release_report_left(void) {
                           "%d releases still wait: their event cannot be asked about now "
                           "without disturbing the runtime (their consumer stream is capturing, "
                           "or was destroyed where the runtime would read it); a poll finishes "
-                          "those whose stream's capture ended",
+                          "those whose stream's capture ended, never those of a destroyed "
+                          "stream (their tensors are leaked)",
                           unasked);
   return DL_SYNC_OK;
 }

@@ -408,7 +408,18 @@ int dl_sync__tensor_event_wait(const dl_sync__tensor_event_ref *ref, dl_sync__gu
   }
   if (status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE)
     return wait_external(record, guard, consumer);
-  return status == DL_SYNC_OK ? dl_sync__wait(guard, consumer, record->event) : status;
+  if (status == DL_SYNC_OK) status = dl_sync__wait(guard, consumer, record->event);
+  if (status != DL_SYNC_ECAPTURE || record->runtime_family != DL_SYNC_RUNTIME_FAMILY_ROCM)
+    return status;
+  /* A consumer that does not capture is refused only where the event's own stream captures
+     now (hipErrorStreamCaptureIsolation, from ROCm 5.7: clr rocm-6.2.0
+     hipamd/src/hip_stream.cpp hipStreamWaitEvent_common); CUDA takes that wait. */
+  return dl_sync__error_context(
+      status,
+      "the tensor's event %p was recorded on a stream that is now capturing a graph, and HIP "
+      "refuses a wait on an event recorded before that capture began: record the tensor "
+      "after the capture ends, or exchange on the producer's stream",
+      record->event);
 }
 
 static int wait_for(const void *tensor, int legacy, dl_sync_stream consumer) {

@@ -34,11 +34,13 @@
  * Asking whether a release's work completed never breaks a capture: the event is queried in
  * the relaxed capture interaction mode (the caller's put back), was recorded outside any
  * capture, and where the runtime would invalidate the capture of the stream the event was
- * recorded on (HIP 6.2 to 6.4), it is not asked while that stream captures. A query that
- * fails (a destroyed or reset context, a lost device) is not asked again: that release is
- * never finished (its tensor is leaked), holds no other up, and dl_sync_shutdown reports
- * it. In a child after fork() the parent's pending releases are never run (their events
- * are not the child's): their tensors are leaked there.
+ * recorded on (HIP 6.2 to 7.2.0), it is not asked while that stream captures. Where the
+ * runtime reads that stream to answer (HIP from 5.7), it is not asked once the stream is
+ * destroyed (hipStreamDestroy, hipDeviceReset): that release stays pending, and
+ * dl_sync_shutdown reports it. A query that fails (a destroyed or reset context, a lost
+ * device) is not asked again: that release is never finished (its tensor is leaked), holds
+ * no other up, and dl_sync_shutdown reports it. In a child after fork() the parent's pending
+ * releases are never run (their events are not the child's): their tensors are leaked there.
  */
 #ifndef DL_SYNC_RELEASE_H_
 #define DL_SYNC_RELEASE_H_

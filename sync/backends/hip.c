@@ -6,17 +6,22 @@
  * - the null stream's capture state: hipStreamGetCaptureInfo fails on it in 5.2 to 5.4,
  *   hipStreamIsCapturing answers there;
  * - graph user objects from 5.3, external event waits from 6.4.2: stream_wait_external
- *   and graph_retain stay NULL without them, and the capture-external case answers
- *   DL_SYNC_ENOTSUP.
+ *   and graph_retain stay unavailable without them, and the capture-external case answers
+ *   DL_SYNC_ENOTSUP. The wait node is made with the graph calls, never with
+ *   hipEventWaitExternal, whose implementation corrupts the heap (see
+ *   hip_stream_wait_external);
+ * - whether the thread's last error keeps every status or errors only is asked of the
+ *   runtime itself (6.4 answers either way, see stores_errors_only).
  * Events are re-recorded without a query first: hipStreamWaitEvent binds the record the
  * event holds at call time, and querying an event recorded on a now-capturing stream
- * invalidates that capture from 6.2 on. A pending release's event is queried or
+ * invalidates that capture from 6.2 to 7.2.0. A pending release's event is queried or
  * synchronized in the relaxed capture interaction mode, and only once recording_stream_busy
  * said its stream neither captures nor is gone (HIP reads it). dlsync names the legacy
  * default stream by the null stream (0), which every version takes, never by hipStreamLegacy
  * (refused by 6.2, mishandled by early 6.3).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hip_api.h"
@@ -38,16 +43,36 @@ static struct {
   ret(*name) params; /* NOLINT(bugprone-macro-parentheses) */
   DL_SYNC__HIP_CALLS(DL_SYNC__HIP_POINTER)
   DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_POINTER)
+  DL_SYNC__HIP_EXTERNAL_WAIT_CALLS(DL_SYNC__HIP_POINTER)
 #undef DL_SYNC__HIP_POINTER
   int null_stream_is_capturing; /* 5.2 to 5.4: ask hipStreamIsCapturing for the null stream */
-  int records_every_status;     /* up to 6: every call's status becomes the last error */
+  int records_every_status;     /* every call's status becomes the last error (up to 6.4) */
   int user_objects;             /* 5.3: hipUserObjectCreate, hipGraphRetainUserObject */
-  int external_waits;           /* 6.4.2: hipEventRecordWithFlags, hipEventWaitExternal */
+  int external_waits;           /* 6.4.2: the runtime has external event waits */
 } api;
 
 /* HIP_VERSION: major * 10000000 + minor * 100000 + patch (hip_version.h). */
 static int version_at_least(int major, int minor) {
   return runtime.version >= major * 10000000 + minor * 100000;
+}
+
+/* Whether the runtime stores errors only as the thread's last error, neither hipSuccess nor
+   hipErrorNotReady (HIP_RETURN: clr rocm-6.2.0 hipamd/src/hip_internal.hpp stores every
+   status; 7.0 errors only; 6.4 errors only when DEBUG_HIP_7_PREVIEW has bit 0x1, clr
+   amd-staging 9faaf20a, which the version does not show). Asked by behaviour: a success
+   leaves an error set before it where errors only are stored. The error is the caller's
+   when there is one (then it stays, or the success overwrote it as any call would), else
+   one made here (hipThreadExchangeStreamCaptureMode(NULL): hipErrorInvalidValue in every
+   version) and cleared after. */
+static int stores_errors_only(void) {
+  hipError_t before = api.hipPeekAtLastError();
+  hipError_t marker = before != hipSuccess ? before : api.hipThreadExchangeStreamCaptureMode(NULL);
+  if (marker == hipSuccess) return version_at_least(7, 0); /* no error to tell them apart */
+  int version = 0;
+  api.hipRuntimeGetVersion(&version);
+  hipError_t after = api.hipPeekAtLastError();
+  if (before == hipSuccess) api.hipGetLastError(); /* the caller had none: leave none */
+  return after == marker;
 }
 
 static int resolve(dl_sync__runtime *rt) {
@@ -69,14 +94,22 @@ static int resolve(dl_sync__runtime *rt) {
                                    runtime.path, runtime.version);
   }
   api.null_stream_is_capturing = version_at_least(5, 2) && !version_at_least(5, 5);
-  api.records_every_status = !version_at_least(7, 0);
+  api.records_every_status = !stores_errors_only();
   int user_objects = version_at_least(5, 3);
 #define DL_SYNC__HIP_OPTIONAL(ret, name, params) \
   user_objects = user_objects && dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name);
   DL_SYNC__HIP_USER_OBJECT_CALLS(DL_SYNC__HIP_OPTIONAL)
 #undef DL_SYNC__HIP_OPTIONAL
   api.user_objects = user_objects;
-  api.external_waits = dl_sync__runtime_symbol(&runtime, "hipEventRecordWithFlags") != NULL;
+  /* hipEventRecordWithFlags came with the external waits (6.4.2 CHANGELOG): the version
+     cannot tell 6.4.2 from 6.4.1. */
+  int external_waits = dl_sync__runtime_symbol(&runtime, "hipEventRecordWithFlags") != NULL;
+#define DL_SYNC__HIP_OPTIONAL(ret, name, params) \
+  external_waits =                               \
+      external_waits && dl_sync__runtime_bind(&runtime, #name, &api.name, sizeof api.name);
+  DL_SYNC__HIP_EXTERNAL_WAIT_CALLS(DL_SYNC__HIP_OPTIONAL)
+#undef DL_SYNC__HIP_OPTIONAL
+  api.external_waits = external_waits;
   return 0;
 }
 
@@ -136,11 +169,43 @@ static int hip_stream_wait(void *ctx, void *stream, void *event) {
   return consumed(api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0));
 }
 
+/* An external event-wait node in the stream's capture, made with the graph calls: its
+   dependencies are the stream's (hipStreamGetCaptureInfo_v2, copied at once: the array is
+   the stream's own), and it becomes the stream's only one
+   (hipStreamUpdateCaptureDependencies with hipStreamSetCaptureDependencies; clr rocm-6.2.0
+   and 152c44df hipamd/src/hip_graph.cpp hipGraphAddEventWaitNode,
+   ihipStreamUpdateCaptureDependencies). hipStreamWaitEvent with hipEventWaitExternal is
+   never used: it hands the stream's node pointers to hip::Graph::AddExternalEventWaitNode
+   as GraphNode objects (clr d3901a76 hipamd/src/hip_stream.cpp hipStreamWaitEvent_common),
+   which corrupts the heap once the stream has a dependency, in every source read from 6.4.2
+   to 7.x. The node waits on the record the event holds at each launch (clr rocm-6.2.0
+   hip_graph_internal.hpp GraphEventWaitNode::CreateCommand, hip_event.cpp
+   Event::streamWaitCommand), as an external wait does. */
 static int hip_stream_wait_external(void *ctx, void *stream, void *event) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
-  return consumed(
-      api.hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, hipEventWaitExternal));
+  int status = hipStreamCaptureStatusNone;
+  hipGraph_t graph = NULL;
+  const hipGraphNode_t *deps = NULL;
+  size_t count = 0;
+  hipError_t error =
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, &graph, &deps, &count);
+  if (error == hipSuccess && status != hipStreamCaptureStatusActive)
+    error = hipErrorStreamCaptureUnmatched;
+  if (error != hipSuccess) return consumed(error);
+  /* an array of handles, which are pointers by definition */
+  size_t bytes = count * sizeof(hipGraphNode_t); /* NOLINT(bugprone-sizeof-expression) */
+  hipGraphNode_t few[8];
+  hipGraphNode_t *copy = count <= 8 ? few : malloc(bytes);
+  if (copy == NULL) return hipErrorOutOfMemory; /* no runtime call failed */
+  if (count != 0) memcpy(copy, deps, bytes);
+  hipGraphNode_t node = NULL;
+  error = api.hipGraphAddEventWaitNode(&node, graph, copy, count, (hipEvent_t)event);
+  if (copy != few) free(copy);
+  if (error == hipSuccess)
+    error = api.hipStreamUpdateCaptureDependencies((hipStream_t)stream, &node, 1,
+                                                   hipStreamSetCaptureDependencies);
+  return consumed(error);
 }
 
 /* Queries and synchronizations run in the relaxed capture mode (dl_sync__relaxed): there a
@@ -306,7 +371,8 @@ static const char *const hip_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_EVENT_DESTROY] = "hipEventDestroy",
     [DL_SYNC_OP_EVENT_RECORD] = "hipEventRecord",
     [DL_SYNC_OP_STREAM_WAIT] = "hipStreamWaitEvent",
-    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] = "hipStreamWaitEvent(hipEventWaitExternal)",
+    [DL_SYNC_OP_STREAM_WAIT_EXTERNAL] =
+        "hipGraphAddEventWaitNode+hipStreamUpdateCaptureDependencies",
     [DL_SYNC_OP_EVENT_SYNCHRONIZE] = "hipEventSynchronize",
     [DL_SYNC_OP_EVENT_QUERY] = "hipEventQuery",
     [DL_SYNC_OP_CAPTURE_INFO] = "hipStreamGetCaptureInfo",

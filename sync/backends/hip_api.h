@@ -11,23 +11,23 @@
 #include <stddef.h>
 
 /* Every runtime constant dlsync uses, as name and value. */
-#define DL_SYNC__HIP_CONSTANTS(X)               \
-  X(hipSuccess, 0)                              \
-  X(hipErrorOutOfMemory, 2)                     \
-  X(hipErrorNotInitialized, 3)                  \
-  X(hipErrorInsufficientDriver, 35)             \
-  X(hipErrorNoDevice, 100)                      \
-  X(hipErrorInvalidDevice, 101)                 \
-  X(hipErrorNotReady, 600)                      \
-  X(hipErrorStreamCaptureUnsupported, 900)      \
-  X(hipErrorStreamCaptureUnmatched, 903)        \
-  X(hipErrorStreamCaptureWrongThread, 908)      \
-  X(hipStreamCaptureStatusNone, 0)              \
-  X(hipStreamCaptureStatusActive, 1)            \
-  X(hipStreamCaptureModeRelaxed, 2)             \
-  X(hipEventDisableTiming, 0x2)                 \
-  X(hipEventWaitExternal, 0x1) /* ROCm 6.4.2 */ \
-  X(hipUserObjectNoDestructorSync, 0x1)         \
+#define DL_SYNC__HIP_CONSTANTS(X)          \
+  X(hipSuccess, 0)                         \
+  X(hipErrorOutOfMemory, 2)                \
+  X(hipErrorNotInitialized, 3)             \
+  X(hipErrorInsufficientDriver, 35)        \
+  X(hipErrorNoDevice, 100)                 \
+  X(hipErrorInvalidDevice, 101)            \
+  X(hipErrorNotReady, 600)                 \
+  X(hipErrorStreamCaptureUnsupported, 900) \
+  X(hipErrorStreamCaptureUnmatched, 903)   \
+  X(hipErrorStreamCaptureWrongThread, 908) \
+  X(hipStreamCaptureStatusNone, 0)         \
+  X(hipStreamCaptureStatusActive, 1)       \
+  X(hipStreamCaptureModeRelaxed, 2)        \
+  X(hipEventDisableTiming, 0x2)            \
+  X(hipStreamSetCaptureDependencies, 0x1)  \
+  X(hipUserObjectNoDestructorSync, 0x1)    \
   X(hipGraphUserObjectMove, 0x1)
 
 #ifndef DL_SYNC__HIP_CONSTANTS_ONLY /* the header test reads the list alone */
@@ -48,6 +48,7 @@ enum { DL_SYNC__HIP_CONSTANTS(DL_SYNC__HIP_CONSTANT) };
 #define DL_SYNC__HIP_CALLS(X)                                                                   \
   X(hipError_t, hipRuntimeGetVersion, (int *version))                                           \
   X(hipError_t, hipGetLastError, (void))                                                        \
+  X(hipError_t, hipPeekAtLastError, (void))                                                     \
   X(hipError_t, hipGetDeviceCount, (int *count))                                                \
   X(hipError_t, hipGetDevice, (int *device))                                                    \
   X(hipError_t, hipSetDevice, (int device))                                                     \
@@ -76,10 +77,14 @@ enum { DL_SYNC__HIP_CONSTANTS(DL_SYNC__HIP_CONSTANT) };
   X(hipError_t, hipGraphRetainUserObject,                                                     \
     (hipGraph_t graph, hipUserObject_t object, unsigned int count, unsigned int flags))
 
-/* hipEventRecordWithFlags came with hipEventWaitExternal (ROCm 6.4.2): its presence is
-   how the backend tells that the wait flag is honoured (it is a flag, not a symbol). */
-typedef hipError_t (*dl_sync__hip_record_with_flags)(hipEvent_t event, hipStream_t stream,
-                                                     unsigned int flags);
+/* An event-wait node put into a capture through the graph calls (every version has them:
+   hipamd rocm-5.2.0 src/hip_hcc.map.in), never through hipEventWaitExternal (see hip.c). */
+#define DL_SYNC__HIP_EXTERNAL_WAIT_CALLS(X)                                                     \
+  X(hipError_t, hipGraphAddEventWaitNode,                                                       \
+    (hipGraphNode_t * node, hipGraph_t graph, const hipGraphNode_t *dependencies, size_t count, \
+     hipEvent_t event))                                                                         \
+  X(hipError_t, hipStreamUpdateCaptureDependencies,                                             \
+    (hipStream_t stream, hipGraphNode_t * dependencies, size_t count, unsigned int flags))
 
 #endif /* DL_SYNC__HIP_CONSTANTS_ONLY */
 #endif /* DL_SYNC_HIP_API_H_ */

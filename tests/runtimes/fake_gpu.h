@@ -13,6 +13,7 @@
 #define FAKE_GPU_H_
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +24,35 @@
 #endif
 #define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has its own */
 
-enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
+enum {
+  FAKE_MAX_DEVICES = 8,
+  FAKE_MAX_STREAMS = 64,
+  FAKE_MAX_OBJECTS = 64,
+  FAKE_MAX_NODES = 64,
+  FAKE_MAX_DEPS = 8
+};
+
+/* A graph node: what it does and the nodes it depends on. The HIP fake builds them (its
+   captures and graph calls); the others only count nodes. */
+enum { FAKE_NODE_HOST = 1, FAKE_NODE_EVENT_WAIT, FAKE_NODE_EVENT_RECORD };
+typedef struct fake_node {
+  int kind;
+  const void *event; /* an event node's event */
+  const struct fake_node *deps[FAKE_MAX_DEPS];
+  int dep_count;
+} fake_node;
+
+/* The nodes the next node captured on a stream depends on (HIP: hip::Stream's
+   lastCapturedNodes_), or those a record in a capture saw (its NodesPrevToRecorded). */
+typedef struct fake_deps {
+  fake_node *at[FAKE_MAX_DEPS];
+  int count;
+} fake_deps;
 
 typedef struct fake_graph {
   int nodes;
-  int external_waits;
+  int external_waits;             /* event-wait nodes */
+  fake_node node[FAKE_MAX_NODES]; /* the first nodes of them, where a fake builds them */
   struct fake_user_object *objects[FAKE_MAX_OBJECTS];
   unsigned counts[FAKE_MAX_OBJECTS];
   int object_count;
@@ -48,6 +73,8 @@ typedef struct fake_stream {
   void *context;    /* the driver context it belongs to; NULL in the runtimes */
   int non_blocking; /* no implicit synchronization with the legacy stream */
   int per_thread;   /* the driver: a thread's per-thread default stream */
+  fake_deps deps;   /* HIP: its dependencies while it captures */
+  int destroyed;    /* HIP: destroyed, and kept so that a later use can be counted */
 } fake_stream;
 
 typedef struct fake_event {
@@ -56,6 +83,12 @@ typedef struct fake_event {
   fake_stream *last_stream; /* where it was last recorded */
   fake_capture *capture;    /* the capture its last record joined, or NULL */
   void *context;            /* the driver context it belongs to; NULL in the runtimes */
+  /* HIP: */
+  unsigned long long capture_id; /* the capture its last record was made in, or 0 */
+  fake_deps before;              /* that capture's dependencies at the record */
+  int on_legacy;                 /* last recorded on the hipStreamLegacy handle */
+  unsigned held_round;           /* recorded while the test held the work back */
+  int destroyed;                 /* destroyed, and kept so that a later use can be counted */
 } fake_event;
 
 typedef struct fake_user_object {
@@ -89,7 +122,7 @@ static fake_stream *fake_stream_new(int device) {
   return NULL;
 }
 
-static void fake_stream_free(fake_stream *stream) {
+FAKE_RUNTIMES_ONLY static void fake_stream_free(fake_stream *stream) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] == stream) fake_streams[i] = NULL;
   free(stream);
@@ -131,10 +164,16 @@ static void fake_capture_invalidate(fake_capture *capture) {
 static fake_graph *fake_capture_end(fake_stream *origin) {
   fake_capture *capture = origin->capture;
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
-    if (fake_streams[i] != NULL && fake_streams[i]->capture == capture)
+    if (fake_streams[i] != NULL && fake_streams[i]->capture == capture) {
       fake_streams[i]->capture = NULL;
+      fake_streams[i]->deps.count = 0;
+    }
   for (int d = 0; d < FAKE_MAX_DEVICES; d++)
-    if (fake_per_thread[d].capture == capture) fake_per_thread[d].capture = NULL;
+    if (fake_per_thread[d].capture == capture) {
+      fake_per_thread[d].capture = NULL;
+      fake_per_thread[d].deps.count = 0;
+    }
+  origin->deps.count = 0;
   fake_graph *graph = capture->status == 1 ? capture->graph : NULL;
   if (graph == NULL) free(capture->graph);
   free(capture);
@@ -162,6 +201,7 @@ FAKE_RUNTIMES_ONLY static void fake_graph_destroy(fake_graph *graph) {
 #endif
 FAKE_EXPORT long fake_gpu_counter(const char *name);
 FAKE_EXPORT int fake_gpu_graph_external_waits(const void *graph);
+FAKE_EXPORT const char *fake_gpu_graph_nodes(const void *graph, char *text, size_t size);
 
 long fake_gpu_counter(const char *name) {
   if (strcmp(name, "event_create") == 0) return fake_counters.event_create;
@@ -177,6 +217,23 @@ long fake_gpu_counter(const char *name) {
 
 int fake_gpu_graph_external_waits(const void *graph) {
   return ((const fake_graph *)graph)->external_waits;
+}
+
+/* The nodes a fake built, in order, as "0:host 1:wait<0 2:host<1": each node's index, kind
+   and the indices of the nodes it depends on. */
+const char *fake_gpu_graph_nodes(const void *graph, char *text, size_t size) {
+  static const char *const kinds[] = {"?", "host", "wait", "record"};
+  const fake_graph *g = graph;
+  size_t used = 0;
+  text[0] = '\0';
+  for (int i = 0; i < g->nodes && i < FAKE_MAX_NODES && used < size; i++) {
+    const fake_node *n = &g->node[i];
+    used += (size_t)snprintf(text + used, size - used, "%s%d:%s", i ? " " : "", i,
+                             kinds[n->kind >= 0 && n->kind <= 3 ? n->kind : 0]);
+    for (int d = 0; d < n->dep_count && used < size; d++)
+      used += (size_t)snprintf(text + used, size - used, "<%d", (int)(n->deps[d] - g->node));
+  }
+  return text;
 }
 
 #endif /* FAKE_GPU_H_ */

@@ -24,9 +24,6 @@ DL_SYNC__CUDA_DRIVER_CONSTANTS(DL_SYNC_PIN)
 #include <hip/hip_runtime_api.h>
 #include <hip/hip_version.h>
 /* Names newer than the installed header are pinned where a newer header is installed. */
-#ifndef hipEventWaitExternal
-#define hipEventWaitExternal 0x1 /* ROCm 6.4.2 */
-#endif
 #if HIP_VERSION_MAJOR == 5 && HIP_VERSION_MINOR < 3
 #define hipUserObjectNoDestructorSync 0x1 /* ROCm 5.3 */
 #define hipGraphUserObjectMove 0x1

@@ -437,8 +437,11 @@ static void test_capture_two_graphs_are_refused_and_both_survive(void **state) {
   free_stream(c);
 }
 
+/* CUDA has them; HIP from ROCm 6.4.2 (TEST_ROCM_RELEASE: the release the fake models, which
+   its reported version cannot tell from 6.4.1). */
 static int has_external_waits(void) {
-  return cuda || driver || expected_version >= 70000000;
+  const char *release = getenv("TEST_ROCM_RELEASE");
+  return cuda || driver || (release != NULL && atol(release) >= 60402);
 }
 
 /* Producer not capturing, consumer capturing: an external wait node in the consumer's
@@ -461,6 +464,8 @@ static void test_capture_external_wait_is_owned_by_the_graph(void **state) {
     return;
   }
   if (status != DL_SYNC_OK) fail_msg("%s", dl_sync_last_error());
+  if (!cuda && !driver) /* never hipEventWaitExternal, which corrupts the heap */
+    assert_int_equal(counter("defective_external_wait_calls"), 0);
   assert_int_equal(capture_status(b), 1);
   void *graph = end_capture_graph(b);
   external_waits_fn external_waits =
