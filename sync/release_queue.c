@@ -120,7 +120,9 @@ static dl_sync__pending *tensor_find(const void *tensor) {
 static void tensor_grow(void) {
   if (tensors.count < 2 * tensors.size) return;
   size_t size = tensors.size ? 2 * tensors.size : 64;
-  dl_sync__pending **buckets = calloc(size, sizeof *buckets);
+  /* an array of pointers */
+  dl_sync__pending **buckets =
+      calloc(size, sizeof *buckets); /* NOLINT(bugprone-sizeof-expression) */
   if (buckets == NULL) return;
   for (size_t i = 0; i < tensors.size; i++)
     for (dl_sync__pending *p = tensors.buckets[i], *next; p != NULL; p = next) {
@@ -172,7 +174,8 @@ static release_queue **queue_bucket(const dl_sync__bound *s) {
 static void queue_grow(void) {
   if (queues.count < queues.size) return;
   size_t size = queues.size ? 2 * queues.size : 16;
-  release_queue **buckets = calloc(size, sizeof *buckets);
+  /* an array of pointers */
+  release_queue **buckets = calloc(size, sizeof *buckets); /* NOLINT(bugprone-sizeof-expression) */
   if (buckets == NULL) return;
   queue_table old = queues;
   queues.buckets = buckets;

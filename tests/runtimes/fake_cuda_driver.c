@@ -188,9 +188,11 @@ typedef struct logged_call {
 } logged_call;
 static logged_call call_log[FAKE_LOG_SIZE];
 static int log_count;
+/* Atomic: the tests call the driver from several threads at once. */
 static struct {
-  long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init, per_thread_lookups;
-  long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries,
+  _Atomic long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init,
+      per_thread_lookups;
+  _Atomic long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries,
       ctx_get_current, green_second_thread, stream_get_green_ctx;
 } driver_counters;
 static unsigned long long next_context_id = 1;
