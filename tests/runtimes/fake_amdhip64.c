@@ -297,16 +297,7 @@ FAKE_EXPORT hipError_t hipGraphDestroy(hipGraph_t graph) {
    frees nothing: the graph stays allocated): every stream leaves it. */
 static void drop_capture(fake_capture *capture) {
   forget_capture(capture);
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
-    if (fake_streams[i] != NULL && fake_streams[i]->capture == capture) {
-      fake_streams[i]->capture = NULL;
-      fake_streams[i]->deps.count = 0;
-    }
-  for (int d = 0; d < FAKE_MAX_DEVICES; d++)
-    if (fake_per_thread[d].capture == capture) {
-      fake_per_thread[d].capture = NULL;
-      fake_per_thread[d].deps.count = 0;
-    }
+  fake_capture_leave_all(capture);
 }
 
 /* Destroys a stream: a capture in progress on it ends, and it leaves the device's stream

@@ -159,10 +159,8 @@ static void fake_capture_invalidate(fake_capture *capture) {
   capture->status = 2;
 }
 
-/* Ends capture: every stream that joined it leaves; returns its graph, or NULL when the
-   capture was invalidated (its graph is dropped). */
-static fake_graph *fake_capture_end(fake_stream *origin) {
-  fake_capture *capture = origin->capture;
+/* Every stream that joined the capture leaves it, with no capture dependencies left. */
+static void fake_capture_leave_all(const fake_capture *capture) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] != NULL && fake_streams[i]->capture == capture) {
       fake_streams[i]->capture = NULL;
@@ -173,6 +171,13 @@ static fake_graph *fake_capture_end(fake_stream *origin) {
       fake_per_thread[d].capture = NULL;
       fake_per_thread[d].deps.count = 0;
     }
+}
+
+/* Ends capture: every stream that joined it leaves; returns its graph, or NULL when the
+   capture was invalidated (its graph is dropped). */
+static fake_graph *fake_capture_end(fake_stream *origin) {
+  fake_capture *capture = origin->capture;
+  fake_capture_leave_all(capture);
   origin->deps.count = 0;
   fake_graph *graph = capture->status == 1 ? capture->graph : NULL;
   if (graph == NULL) free(capture->graph);

@@ -60,12 +60,6 @@ static void *sym(const char *name) {
     int code_ = HIP(type, name, __VA_ARGS__);                \
     if (code_ != 0) fail_msg("%s answered %d", name, code_); \
   } while (0)
-#define DL_OK(call)                                                                      \
-  do {                                                                                   \
-    int status_ = (call);                                                                \
-    if (status_ != DL_SYNC_OK)                                                           \
-      fail_msg("%s: %s: %s", #call, dl_sync_status_name(status_), dl_sync_last_error()); \
-  } while (0)
 
 static long counter(const char *name) {
   return ((counter_fn)sym("fake_gpu_counter"))(name);

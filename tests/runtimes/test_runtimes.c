@@ -288,13 +288,6 @@ static dl_sync_stream on(DLDevice device, void *handle) {
   return dl_sync_stream_view(device, handle);
 }
 
-#define DL_OK(call)                                                                      \
-  do {                                                                                   \
-    int status_ = (call);                                                                \
-    if (status_ != DL_SYNC_OK)                                                           \
-      fail_msg("%s: %s: %s", #call, dl_sync_status_name(status_), dl_sync_last_error()); \
-  } while (0)
-
 static int teardown(void **state) {
   (void)state;
   CALL(last_error_fn, "GetLastError");

@@ -14,4 +14,12 @@ static inline void assert_message_mentions(const char *message, const char *text
 /* Fails unless this thread's last dlsync message contains text. */
 #define assert_error_mentions(text) assert_message_mentions(dl_sync_last_error(), (text))
 
+/* Fails unless a dlsync call answers DL_SYNC_OK, naming the call, its status and message. */
+#define DL_OK(call)                                                                      \
+  do {                                                                                   \
+    int status_ = (call);                                                                \
+    if (status_ != DL_SYNC_OK)                                                           \
+      fail_msg("%s: %s: %s", #call, dl_sync_status_name(status_), dl_sync_last_error()); \
+  } while (0)
+
 #endif
