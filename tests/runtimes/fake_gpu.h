@@ -23,7 +23,7 @@
 #endif
 #define FAKE_RUNTIMES_ONLY __attribute__((unused)) /* the driver has its own */
 
-enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64 };
+enum { FAKE_MAX_DEVICES = 8, FAKE_MAX_STREAMS = 64, FAKE_MAX_OBJECTS = 64, FAKE_MAX_HOLDS = 8 };
 
 typedef struct fake_graph {
   int nodes;
@@ -48,14 +48,20 @@ typedef struct fake_stream {
   void *context;    /* the driver context it belongs to; NULL in the runtimes */
   int non_blocking; /* no implicit synchronization with the legacy stream */
   int per_thread;   /* the driver: a thread's per-thread default stream */
+  /* The driver: the memory waits (cuStreamWaitValue32) that work enqueued from now on waits
+     for, as indices of the driver's table; the runtimes leave them empty. */
+  int holds[FAKE_MAX_HOLDS];
+  int hold_count;
 } fake_stream;
 
 typedef struct fake_event {
   unsigned flags;
   int device;
-  fake_stream *last_stream; /* where it was last recorded */
-  fake_capture *capture;    /* the capture its last record joined, or NULL */
-  void *context;            /* the driver context it belongs to; NULL in the runtimes */
+  fake_stream *last_stream;  /* where it was last recorded */
+  fake_capture *capture;     /* the capture its last record joined, or NULL */
+  void *context;             /* the driver context it belongs to; NULL in the runtimes */
+  int holds[FAKE_MAX_HOLDS]; /* the driver: the memory waits its last record waits for */
+  int hold_count;
 } fake_event;
 
 typedef struct fake_user_object {
