@@ -76,6 +76,13 @@ def simulated() -> None:
         assert b.is_capturing
         nodes: Optional[Tuple[int, int]] = b.end_capture()
         assert nodes == (0, 0), nodes
+        b.begin_capture("relaxed")
+        sim.write(b, bytearray(8), 2)
+        graph: Optional[dlsync.testing.Graph] = b.end_capture_graph()
+        assert graph is not None
+        graph.launch(b)
+        b.synchronize()
+        graph.destroy()
         sim.set_device(1)
         other = sim.stream(device=1)
         other.destroy()
