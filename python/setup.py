@@ -230,7 +230,7 @@ setup(
         "Operating System :: POSIX :: Linux",
         "Typing :: Typed",
     ],
-    packages=["dlsync"],
+    packages=["dlsync", "dlsync.audit"],
     # Python files, stubs and the built extension, and for producers in C, C++ or Cython
     # the headers, dlsync.pxd and libdlsync.a (BuildPy and BuildExt add the library's
     # headers and the archive); the extension's own C sources stay in the sdist.
