@@ -13,12 +13,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import dlsync
 import dlsync.audit
 from dlsync.audit import CPU, Adapter, Read
-from dlsync.audit._adapters import DlsyncAdapter, DlsyncControlAdapter
+from dlsync.audit._adapters import DlsyncAdapter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WINDOW = 0.05
@@ -81,6 +82,15 @@ class SimulatedReference(unittest.TestCase):
             self.assertIn("bytes read were the next owner's", cell.detail)
             self.assertIn("got the released block", cell.detail)
 
+    def test_the_audit_keeps_no_reference_to_a_released_tensor(self) -> None:
+        # A pool that frees on the tensor's last reference: the consumer's drop must be the
+        # last one, or the block would never be reused and the race never shown.
+        cell = simulated(OwnerFreedProducer(), "dlsync-control", cells=["release"]).pairs[0].cells["release"]
+        self.assertEqual(cell.verdict, "RACE", cell.detail)
+        self.assertIn("got the released block", cell.detail)
+        ordered = simulated(OwnerFreedProducer(), "dlsync", cells=["release"]).pairs[0].cells["release"]
+        self.assertEqual(ordered.verdict, "ordered", ordered.detail)  # the control: a deferred release
+
     def test_a_consumer_that_blocks_the_host_is_reported_so(self) -> None:
         report = simulated("dlsync", BlockingConsumer(), cells=["handle"])
         cell = report.pairs[0].cells["handle"]
@@ -97,6 +107,33 @@ class BlockingConsumer(DlsyncAdapter):
     def consume(self, tensor: Any, stream: Any) -> Read:
         self._sim.synchronize()
         return super().consume(tensor, stream)
+
+
+class OwnerFreedTensor:
+    """A tensor whose block goes back to its stream's pool when the last reference to the
+    tensor goes, as PyTorch's caching allocator frees a tensor's block (its capsule holds a
+    reference to the tensor), not when the capsule's deleter runs."""
+
+    def __init__(self, pool: Any, block: bytearray, stream: Any) -> None:
+        self.block, self.stream = block, stream
+        weakref.finalize(self, pool.free, block, stream)
+
+    def __dlpack_device__(self) -> Any:
+        return (2, 0)
+
+    def __dlpack__(self, *, stream: Optional[int] = None, **kwargs: Any) -> Any:
+        dlsync.export((2, 0), self.stream, stream)
+        owner = [self]  # the capsule's reference: its deleter lets go of it
+        return dlsync._dlsync._sim.tensor(self.stream, self.block, owner.clear, None)
+
+
+class OwnerFreedProducer(DlsyncAdapter):
+    name = "owner-freed"
+
+    def make(self, staged: Any, stream: Any) -> Any:
+        block = self._pool.alloc(stream)
+        self._sim.copy(stream, staged, block)
+        return OwnerFreedTensor(self._pool, block, stream)
 
 
 class ExchangeTableTensor:

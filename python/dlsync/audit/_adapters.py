@@ -664,6 +664,16 @@ class JaxAdapter(Adapter):
 # -- cuda.core -------------------------------------------------------------------------------
 
 
+def _event_done(event: Any) -> Callable[[], bool]:
+    """Whether a cuda.core event has completed: its is_done, a property (a method in some
+    versions)."""
+    def done() -> bool:
+        answer = event.is_done
+        return bool(answer() if callable(answer) else answer)
+
+    return done
+
+
 class CudaCoreAdapter(Adapter):
     """cuda.core: ``Device().create_stream()`` (``__cuda_stream__``), ``Buffer`` (its
     ``__dlpack__``; allocated on a stream from the device's memory resource), and
@@ -709,8 +719,7 @@ class CudaCoreAdapter(Adapter):
         return int(stream.__cuda_stream__()[1])
 
     def marker(self, stream: Any) -> Callable[[], bool]:
-        event = stream.record()
-        return lambda: bool(event.is_done)
+        return _event_done(stream.record())
 
     def synchronize(self) -> None:
         self.device_.sync()
@@ -738,10 +747,13 @@ class CudaCoreAdapter(Adapter):
 
     def consume(self, tensor: Any, stream: Any) -> Read:
         view = self.views.StridedMemoryView(tensor, stream_ptr=self.handle(stream))
-        source = self.core.Buffer.from_handle(view.ptr, COUNT, owner=view)
+        try:
+            source = self.core.Buffer.from_handle(view.ptr, COUNT, owner=view)
+        except TypeError:  # before owner=: the view is kept by the read below
+            source = self.core.Buffer.from_handle(view.ptr, COUNT)
         copy = self.device_.allocate(COUNT, stream=stream)
         copy.copy_from(source, stream=stream)
-        done = stream.record()
+        done = _event_done(stream.record())
 
         def values() -> bytes:
             host = self._host(COUNT, stream)
@@ -749,7 +761,7 @@ class CudaCoreAdapter(Adapter):
             stream.sync()
             return ctypes.string_at(int(host.handle), COUNT)
 
-        return Read(values=values, ready=lambda: bool(done.is_done), keep=view)
+        return Read(values=values, ready=done, keep=(view, source))
 
 
 def built_in() -> List[Adapter]:

@@ -10,8 +10,10 @@ passed (or the consumer finished), and a timer opens it earlier if the consumer'
 blocks the host meanwhile: "ordered (host blocked)". On the simulated device the race
 checker judges beside the values. Each cell runs once ungated first (a warm-up that loads
 what its first calls load) and then ``runs`` times gated."""
+import contextlib
+import gc
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ._core import (
     COUNT,
@@ -56,6 +58,20 @@ def _one_line(text: Any, limit: int = 300) -> str:
 
 def _error_text(error: BaseException) -> str:
     return _one_line(f"{type(error).__name__}: {error}")
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No garbage collection while a gate is closed: a framework array it frees may
+    synchronize the device (a cudaFree), which the held stream would block."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _wait(ready: Callable[[], bool], seconds: float) -> bool:
@@ -166,13 +182,33 @@ class Pair:
         run, values = Run(seed, gated), payload(seed)
         producer, stream = self.producer, self.producer_stream
         races = self.world.race_count()
-        tensor: Any = None
-        read: Optional[Read] = None
         try:
             staged = producer.stage(values, stream)
         except Exception as error:
             run.error = "the producer's stage: " + _error_text(error)
             return run
+        with _no_collection():
+            tensor, read = self._held(run, staged, gated, call, consumer_stream)
+        try:
+            self.synchronize()
+            if read is not None:
+                run.wrong = _wrong(read.values(), values)
+                read.release()
+        except Exception as error:
+            run.error = run.error or "after the gate opened: " + _error_text(error)
+        if tensor is not None:
+            producer.drop(tensor)
+        run.races = self.world.race_count() - races
+        return run
+
+    def _held(self, run: Run, staged: Any, gated: bool,
+              call: Callable[[Any, Any], Tuple[Read, Callable[[], bool]]],
+              consumer_stream: Any) -> Tuple[Any, Optional[Read]]:
+        """The part of a run while the gate is closed: the producer's make, the consumer's
+        call, the window; the gate open again at the end."""
+        producer, stream = self.producer, self.producer_stream
+        tensor: Any = None
+        read: Optional[Read] = None
         hold: Hold = self.world.hold(stream) if gated else _NOT_HELD
         if hold.note:
             run.notes.append(hold.note)
@@ -191,17 +227,7 @@ class Pair:
             run.error = _error_text(error)
         finally:
             hold.open()
-        try:
-            self.synchronize()
-            if read is not None:
-                run.wrong = _wrong(read.values(), values)
-                read.release()
-        except Exception as error:
-            run.error = run.error or "after the gate opened: " + _error_text(error)
-        if tensor is not None:
-            producer.drop(tensor)
-        run.races = self.world.race_count() - races
-        return run
+        return tensor, read
 
     def stream_call(self, spec: CellSpec) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
         def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
@@ -359,40 +385,22 @@ def release_run(pair: Pair, seed: int, gated: bool) -> Tuple[Run, Dict[str, Any]
     read lets the read see the new values."""
     run = Run(seed, gated)
     seen: Dict[str, Any] = {}
-    producer, consumer = pair.producer, pair.consumer
-    stream, consumer_stream = pair.producer_stream, pair.consumer_stream
+    producer, stream = pair.producer, pair.producer_stream
     first, second = payload(seed), payload(seed + 1)
     races = pair.world.race_count()
-    read: Optional[Read] = None
     try:
         staged_first = producer.stage(first, stream)
         staged_second = producer.stage(second, stream)
-        tensor = producer.make(staged_first, stream)
+        # Held in a list that the part behind the gate empties: once the consumer imported
+        # it, nothing of the audit's may keep the tensor alive.
+        holder = [producer.make(staged_first, stream)]
         pair.synchronize()  # written, before anything is held
-        first_address = producer.address(tensor)
+        first_address = producer.address(holder[0])
     except Exception as error:
         run.error = "the producer: " + _error_text(error)
         return run, seen
-    hold: Hold = pair.world.hold(consumer_stream) if gated else _NOT_HELD
-    try:
-        read = consumer.consume(tensor, consumer_stream)
-        producer.drop(tensor)
-        del tensor  # the consumer's imported tensor is all that keeps the memory now
-        hold.timer_start(HOST_BLOCK_LIMIT)
-        try:
-            seen["release"] = read.release()
-            reused = producer.make(staged_second, stream)  # the pool's next allocation
-        finally:
-            run.blocked = hold.timer_stop()
-        seen["reused_the_block"] = (first_address is not None and
-                                    producer.address(reused) == first_address)
-        seen["write_landed"] = _wait(producer.marker(stream), max(pair.options.window, 0.2))
-    except NotImplementedError as error:
-        run.unavailable = str(error)
-    except Exception as error:
-        run.error = _error_text(error)
-    finally:
-        hold.open()
+    with _no_collection():
+        read = _release_held(run, seen, pair, holder, staged_second, first_address, gated)
     try:
         pair.synchronize()
         if read is not None and run.error is None:
@@ -405,6 +413,38 @@ def release_run(pair: Pair, seed: int, gated: bool) -> Tuple[Run, Dict[str, Any]
         run.error = run.error or "after the gate opened: " + _error_text(error)
     run.races = pair.world.race_count() - races
     return run, seen
+
+
+def _release_held(run: Run, seen: Dict[str, Any], pair: Pair, holder: List[Any],
+                  staged_second: Any, first_address: Optional[int], gated: bool) -> Optional[Read]:
+    """The release run's part behind the consumer's gate: its read, its release, the
+    producer's next allocation and write; the gate open again at the end."""
+    producer, consumer = pair.producer, pair.consumer
+    stream, consumer_stream = pair.producer_stream, pair.consumer_stream
+    read: Optional[Read] = None
+    hold: Hold = pair.world.hold(consumer_stream) if gated else _NOT_HELD
+    try:
+        tensor = holder.pop()
+        read = consumer.consume(tensor, consumer_stream)
+        producer.drop(tensor)
+        del tensor  # the consumer's imported tensor is all that keeps the memory now
+        hold.timer_start(HOST_BLOCK_LIMIT)
+        try:
+            seen["release"] = read.release()
+            reused = producer.make(staged_second, stream)  # the pool's next allocation
+        finally:
+            run.blocked = hold.timer_stop()
+        seen["next owner"] = reused  # alive until the read's values are in
+        seen["reused_the_block"] = (first_address is not None and
+                                    producer.address(reused) == first_address)
+        seen["write_landed"] = _wait(producer.marker(stream), max(pair.options.window, 0.2))
+    except NotImplementedError as error:
+        run.unavailable = str(error)
+    except Exception as error:
+        run.error = _error_text(error)
+    finally:
+        hold.open()
+    return read
 
 
 def release_cell(pair: Pair) -> Cell:

@@ -203,8 +203,8 @@ class DriverWorld(World):
             self._describe_gate(info)
         note = ""
         if not _dlsync._driver_stream_non_blocking(stream):
-            note = ("the producer's stream synchronizes with the legacy default stream, which "
-                    "orders a consumer on that stream whatever __dlpack__ does")
+            note = ("the held stream synchronizes with the legacy default stream, which orders "
+                    "work on that stream whatever the exchange does")
         try:
             _dlsync._driver_gate_hold(index, stream)
         except RuntimeError as error:
