@@ -34,6 +34,7 @@ A framework without a built-in adapter writes one: a subclass of ``Adapter`` wit
 command line with ``--adapter module:attribute``.
 """
 import importlib
+import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -128,6 +129,14 @@ def run(
     Report. simulated: on dlsync's simulated device. cells: the keys of CELLS to run (None:
     all). runs: gated runs per cell; window: seconds a held producer is given before the gate
     opens. progress: a file each pair is announced on as it starts."""
+    if not simulated:
+        # A memory wait blocks the hardware queue its stream is mapped to, and work of
+        # another stream on that queue waits behind it, which would hide a race (cuda.h:
+        # "CUDA tasks that are (even indirectly) ordered by these APIs should also have that
+        # order expressed with CUDA-visible dependencies"): as many queues as the driver
+        # gives, read when a context is created (a process that made one keeps its number;
+        # the controls show it).
+        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     known = adapters(extra)
     keys = [spec.key for spec in CELLS]
     if cells is not None:

@@ -6,9 +6,15 @@ its gate (cuStreamWaitValue32 on host-mapped memory, no kernel) holds a producer
 dlsync's reference producer is ordered and its control (the same without dlsync.export) is
 a RACE in every stream cell, with PyTorch and CuPy consumers. The frameworks' own pairs are
 reported by the tool and not asserted."""
+import os
 import unittest
 
 import gpu_support as g
+
+# Read when the CUDA context is made, before any test runs: enough hardware queues that a
+# held stream does not hold another behind it (dlsync.audit.run sets the same, too late
+# once a context exists).
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
 
 import dlsync.audit
 
