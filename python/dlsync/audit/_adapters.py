@@ -146,7 +146,6 @@ class DlsyncAdapter(Adapter):
             import dlsync.testing
 
             self._device = SIMULATED
-            self._testing = dlsync.testing
             self._pool = dlsync.testing.StreamOrderedPool(COUNT)
             return None
         reasons = []
