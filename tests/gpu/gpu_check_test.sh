@@ -96,7 +96,7 @@ if [ "$1" = "-m" ]; then
   echo '{"tool": "dlsync.audit"}' >"$json"
   case "$FAKE_AUDIT" in
     nothing)
-      echo "dlsync.audit: device: cuda; gate: cuStreamWaitValue32 on host-mapped memory (not set up yet: no stream was held)"
+      echo "dlsync.audit: device: cuda; gate: none used (no pair held a CUDA stream); on a GPU: cuStreamWaitValue32 on host-mapped memory"
       echo "dlsync.audit: frameworks: torch: no GPU: torch.cuda.is_available() is False"
       echo "dlsync.audit: exit 3: no pair could run here (each says why)"
       exit 3 ;;

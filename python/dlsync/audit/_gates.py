@@ -163,7 +163,7 @@ class _DriverHold(Hold):
 
 class DriverWorld(World):
     kind = CUDA
-    gate = "cuStreamWaitValue32 on host-mapped memory (not set up yet: no stream was held)"
+    gate = "none used (no pair held a CUDA stream); on a GPU: cuStreamWaitValue32 on host-mapped memory"
 
     def __init__(self) -> None:
         super().__init__()
