@@ -230,7 +230,7 @@ setup(
         "Operating System :: POSIX :: Linux",
         "Typing :: Typed",
     ],
-    packages=["dlsync"],
+    packages=["dlsync", "dlsync.audit"],
     # Python files, stubs and the built extension, and for producers in C, C++ or Cython
     # the headers, dlsync.pxd and libdlsync.a (BuildPy and BuildExt add the library's
     # headers and the archive); the extension's own C sources stay in the sdist.
@@ -241,7 +241,9 @@ setup(
             "dlsync._dlsync",
             sources=sorted(rel(p) for p in glob.glob(os.path.join(HERE, "dlsync", "*.c"))) + SIM_SOURCES,
             depends=sorted(rel(p) for p in glob.glob(os.path.join(HERE, "dlsync", "*.h"))) + PUBLIC_HEADERS,
-            include_dirs=[rel(os.path.join(ROOT, "include"))],
+            # sync/: the driver gate of dlsync.audit asks the library's driver loading
+            # for entry points (sync/backends/cuda_driver_entry.h).
+            include_dirs=[rel(os.path.join(ROOT, "include")), rel(os.path.join(ROOT, "sync"))],
             define_macros=MACROS,
             libraries=SYSTEM_LIBRARIES,
             extra_compile_args=CFLAGS,

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # One command for a GPU machine: builds dlsync with CUDA, runs the GPU suites (ctest -L gpu)
 # with a line per suite and per mode, the GPU benchmark, the Python GPU suite with the
-# machine's python3 (PyTorch, CuPy, JAX, cuda.core), the other suites on that build, and
-# ends with a verdict. It never runs past a hard deadline (330 s, build included). Where a
+# machine's python3 (PyTorch, CuPy, JAX, cuda.core), the ordering audit of those frameworks
+# (python -m dlsync.audit), the other suites on that build, and ends with a verdict. It never runs past a hard deadline (330 s, build included). Where a
 # GPU is listed it writes docs/gpu-results.md. Works offline: cmocka (and pkg-config) come
 # from packages carried in .gpu-deps/ (scripts/fetch-gpu-deps.sh) when they are missing.
 #
@@ -15,7 +15,8 @@
 # Environment (defaults in brackets):
 #   DL_SYNC_GPU_CHECK_DEADLINE  seconds for the whole script [330]
 #   DL_SYNC_GPU_CHECK_BUILD     build directory [build/gpu]
-#   DL_SYNC_GPU_CHECK_STEPS     steps to run [deps build suites bench python others results];
+#   DL_SYNC_GPU_CHECK_STEPS     steps to run [deps build suites bench python audit others
+#                               results];
 #                               also: synccheck (the gated suites under compute-sanitizer)
 #   DL_SYNC_GPU_CHECK_RESULTS   the results file [docs/gpu-results.md, written only where a
 #                               GPU is listed; when set, written whatever is listed]
@@ -34,7 +35,7 @@ deadline=$((SECONDS + limit))
 report_reserve=4 # seconds kept for the report; timeout's --kill-after comes out of it too
 build=${DL_SYNC_GPU_CHECK_BUILD:-build/gpu}
 build_abs=$(realpath -m "$build")
-steps=" ${DL_SYNC_GPU_CHECK_STEPS:-deps build suites bench python others results} "
+steps=" ${DL_SYNC_GPU_CHECK_STEPS:-deps build suites bench python audit others results} "
 deps_dir=$(realpath -m "${DL_SYNC_GPU_DEPS:-.gpu-deps}")
 carried=${DL_SYNC_GPU_CHECK_CARRIED:-auto}
 python=${DL_SYNC_GPU_CHECK_PYTHON:-python3}
@@ -203,9 +204,18 @@ start_python_install() { # in the background: the module builds while the C buil
   ) &
   python_install_pid=$!
 }
+# Waits for the install (started here if the build did not start it): its exit status in
+# install_status. Not in a subshell: only this shell can wait for the job.
+python_install_wait() {
+  install_status=0
+  [ -n "${DL_SYNC_GPU_CHECK_PYTHONPATH:-}" ] && return
+  [ -n "$python_install_pid" ] || start_python_install
+  wait "$python_install_pid" 2>/dev/null
+  install_status=$(cat "$log_dir/python-install.status" 2>/dev/null || echo 1)
+}
 if step build; then
   echo "== build (Release) in $build"
-  step python && [ -z "${DL_SYNC_GPU_CHECK_PYTHONPATH:-}" ] && start_python_install
+  { step python || step audit; } && [ -z "${DL_SYNC_GPU_CHECK_PYTHONPATH:-}" ] && start_python_install
   configure=(cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDL_SYNC_BUILD_BENCH=ON
              -DDL_SYNC_BUILD_PYTHON=OFF)
   if [ -x "$cuda_root/bin/nvcc" ]; then
@@ -368,9 +378,7 @@ if step python && ! failed build; then
     install_status=0
     echo "dlsync: the module installed in $python_site"
   else
-    [ -n "$python_install_pid" ] || start_python_install
-    wait "$python_install_pid"
-    install_status=$(cat "$log_dir/python-install.status" 2>/dev/null || echo 1)
+    python_install_wait
     tail -n 3 "$python_install_log"
   fi
   if [ "$install_status" -ne 0 ]; then
@@ -419,6 +427,63 @@ elif step python; then
 else
   suite python_gpu "not run (step not requested)"
 fi
+# The ordering audit of the frameworks (python -m dlsync.audit, docs/audit.md), gated by the
+# driver: the frameworks' pairs are reported, not asserted; dlsync's reference producer must
+# be ordered and its control (no dlsync.export) a RACE in every stream cell they ran.
+audit_log=$log_dir/audit.log
+audit_pairs=(torch:cupy cupy:torch torch:jax jax:torch torch:cuda.core cuda.core:torch
+             dlsync:torch dlsync:cupy dlsync-control:torch dlsync-control:cupy)
+audit_lines=""
+if step audit && ! failed build; then
+  echo "== dlsync.audit ($python)"
+  python_install_wait
+  if [ "$install_status" -ne 0 ]; then
+    [ "$install_status" -eq 124 ] || [ "$install_status" -eq 137 ] && deadline_hit=1
+    failures+=("dlsync_audit")
+    suite dlsync_audit "FAILED: the module dlsync could not be installed for $python (exit $install_status; $python_install_log)"
+  else
+    mkdir -p "$python_results"
+    pair_args=()
+    for pair in "${audit_pairs[@]}"; do pair_args+=(--pair "$pair"); done
+    PYTHONPATH="$python_site" PYTHONDONTWRITEBYTECODE=1 \
+      within "$python" -m dlsync.audit --allow-race --json "$python_results/audit.json" \
+      --markdown "$python_results/audit.md" "${pair_args[@]}" >"$audit_log" 2>&1
+    audit_status=$?
+    audit_lines=$(grep -E '^dlsync\.audit: ' "$audit_log")
+    grep -E '^dlsync\.audit: (device|warning|summary|controls|reference|exit)' <<<"$audit_lines" | sed 's/^/  /'
+    audit_summary=$(sed -nE 's/^dlsync\.audit: summary: //p' <<<"$audit_lines")
+    read -r control_cells control_races <<<"$(sed -nE 's/^dlsync\.audit: controls: stream cells ([0-9]+), RACE ([0-9]+)$/\1 \2/p' <<<"$audit_lines")"
+    read -r reference_cells reference_ordered <<<"$(sed -nE 's/^dlsync\.audit: reference: stream cells ([0-9]+), ordered ([0-9]+)$/\1 \2/p' <<<"$audit_lines")"
+    if [ $audit_status -eq 124 ] || [ $audit_status -eq 137 ]; then
+      suite dlsync_audit "FAILED: stopped at the deadline ($audit_log)"
+      failures+=("dlsync_audit")
+    elif [ $audit_status -eq 3 ]; then
+      why=$(sed -nE 's/^dlsync\.audit: frameworks: //p' <<<"$audit_lines")
+      if [[ "$listed_vendors" == *nvidia* ]]; then
+        suite dlsync_audit "FAILED: no pair could run although a GPU is listed: $why"
+        failures+=("dlsync_audit")
+      else
+        suite dlsync_audit "skipped: no pair could run here: $why"
+      fi
+    elif [ $audit_status -ne 0 ] || [ -z "$audit_summary" ]; then
+      suite dlsync_audit "FAILED (exit $audit_status; $audit_log)"
+      failures+=("dlsync_audit")
+    elif [ "${control_cells:-0}" -eq 0 ] || [ "$control_races" != "$control_cells" ]; then
+      suite dlsync_audit "FAILED: the control did not show a RACE in every stream cell (RACE ${control_races:-0} of ${control_cells:-0}; $audit_log)"
+      failures+=("dlsync_audit")
+    elif [ "${reference_cells:-0}" -eq 0 ] || [ "$reference_ordered" != "$reference_cells" ]; then
+      suite dlsync_audit "FAILED: dlsync's reference was not ordered in every stream cell (ordered ${reference_ordered:-0} of ${reference_cells:-0}; $audit_log)"
+      failures+=("dlsync_audit")
+    else
+      suite dlsync_audit "passed ($audit_summary; the control's RACE in $control_races of $control_cells stream cells, the reference ordered in $reference_ordered of $reference_cells)"
+    fi
+  fi
+elif step audit; then
+  suite dlsync_audit "not run (the build failed)"
+else
+  suite dlsync_audit "not run (step not requested)"
+fi
+
 # The module's install, started with the build, ends within the deadline in any case.
 [ -n "$python_install_pid" ] && wait "$python_install_pid" 2>/dev/null
 
@@ -502,7 +567,13 @@ write_results() {
       echo "not run"
     fi
     local table
-    for table in peer-audit:"Python: peer audit (the frameworks' own \`__dlpack__\`; reported, not asserted)" \
+    echo
+    echo "## dlsync.audit: the frameworks' ordering (\`python -m dlsync.audit\`; reported, not asserted but for dlsync's reference and control)"
+    echo
+    echo "- $(sed -nE 's/^dlsync\.audit: (device: .*)/\1/p' <<<"$audit_lines" | head -n 1 | grep . || echo "not run")"
+    echo
+    if [ -f "$python_results/audit.md" ]; then cat "$python_results/audit.md"; else echo "not run"; fi
+    for table in audit-controls:"Python: dlsync.audit's gate on dlsync's reference and its control (asserted)" \
                  exchange-tables:"Python: the frameworks' DLPack exchange tables (reported, not asserted)" \
                  python-cost:"Python: cost per exchange, side by side in one run"; do
       echo

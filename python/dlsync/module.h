@@ -73,6 +73,8 @@ extern PyMethodDef dl_sync_py_release_methods[];
 void dl_sync_py_release_thread_ensure(void);
 /* _null_backend, _time_export, _time_gil_release: dlsync.testing.NullBackend (null_backend.c) */
 extern PyMethodDef dl_sync_py_null_backend_methods[];
+/* _driver_gate*: the driver gate of dlsync.audit (driver_gate.c) */
+extern PyMethodDef dl_sync_py_driver_gate_methods[];
 /* _raise_status (status.c) */
 extern PyMethodDef dl_sync_py_status_methods[];
 

@@ -49,6 +49,10 @@ static int attach_copy(void (*detach)(void *ctx), void *ctx) {
   return 0;
 }
 
+/* The executable graphs made since the last reset (a set of ints, the GIL guards it), so
+   that a stray int never reaches the simulator as one. */
+static PyObject *created_graphs;
+
 /* What SimulatedDevice.backend_capsule points to; its types are filled at install. */
 static dl_sync_testing_device testing_device = {
     .abi = DL_SYNC_TESTING_ABI,
@@ -110,6 +114,7 @@ static void reset_all(void) {
   PyEval_RestoreThread(thread);
   dl_sync_py_sim_release_kernels();
   dl_sync_py_sim_streams_forget();
+  if (created_graphs != NULL) PySet_Clear(created_graphs); /* the reset freed them */
 }
 
 static void restore_backends(int count) {
@@ -371,6 +376,66 @@ static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
   return Py_BuildValue("(nn)", (Py_ssize_t)kernels, (Py_ssize_t)waits);
 }
 
+static int known_graph(PyObject *obj, dl_sync_sim_graph_exec **exec) {
+  int known = PyLong_Check(obj) ? PySet_Contains(created_graphs, obj) : 0;
+  if (known < 0) return -1;
+  if (!known) {
+    PyErr_Format(PyExc_ValueError,
+                 "dlsync.testing: %R is no graph of the simulated device (made since it was "
+                 "opened)",
+                 obj);
+    return -1;
+  }
+  *exec = PyLong_AsVoidPtr(obj);
+  return 0;
+}
+
+/* end_capture_graph(stream): ends the capture and instantiates its graph (the executable
+   graph keeps what the graph held); returns the executable graph, or None when the capture
+   had failed. */
+static PyObject *sim_end_capture_graph(PyObject *module, PyObject *obj) {
+  (void)module;
+  dl_sync_sim_stream *stream;
+  if (dl_sync_py_sim_stream(obj, &stream) != 0) return NULL;
+  dl_sync_sim_graph *graph = NULL;
+  dl_sync_sim_graph_exec *exec = NULL;
+  PyThreadState *thread = PyEval_SaveThread();
+  int error = dl_sync_sim_stream_end_capture(stream, &graph);
+  if (graph != NULL) {
+    error = dl_sync_sim_graph_instantiate(&exec, graph);
+    dl_sync_sim_graph_destroy(graph);
+  }
+  PyEval_RestoreThread(thread);
+  if (graph == NULL && error == DL_SYNC_SIM_ERROR_CAPTURE_INVALIDATED) Py_RETURN_NONE;
+  if (exec == NULL) return dl_sync_py_sim_raise("dl_sync_sim_graph_instantiate", error);
+  PyObject *handle = PyLong_FromVoidPtr(exec);
+  if (handle != NULL && PySet_Add(created_graphs, handle) < 0) Py_CLEAR(handle);
+  return handle;
+}
+
+/* graph_launch(graph, stream) */
+static PyObject *sim_graph_launch(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *graph_obj, *stream_obj;
+  dl_sync_sim_graph_exec *exec;
+  dl_sync_sim_stream *stream;
+  if (!PyArg_ParseTuple(args, "OO:graph_launch", &graph_obj, &stream_obj) ||
+      known_graph(graph_obj, &exec) != 0 || dl_sync_py_sim_stream(stream_obj, &stream) != 0)
+    return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_graph_launch", dl_sync_sim_graph_launch(exec, stream));
+  Py_RETURN_NONE;
+}
+
+/* graph_destroy(graph): once its launches are done. */
+static PyObject *sim_graph_destroy(PyObject *module, PyObject *graph_obj) {
+  (void)module;
+  dl_sync_sim_graph_exec *exec;
+  if (known_graph(graph_obj, &exec) != 0 || PySet_Discard(created_graphs, graph_obj) < 0)
+    return NULL;
+  DL_SYNC_PY_SIM_CHECK("dl_sync_sim_graph_exec_destroy", dl_sync_sim_graph_exec_destroy(exec));
+  Py_RETURN_NONE;
+}
+
 static PyObject *sim_capture_status(PyObject *module, PyObject *obj) {
   (void)module;
   dl_sync_sim_stream *stream;
@@ -421,6 +486,9 @@ static PyMethodDef sim_methods[] = {
     {"set_device", sim_set_device, METH_O, "set_device(device)"},
     {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode)"},
     {"end_capture", sim_end_capture, METH_O, "end_capture(stream)"},
+    {"end_capture_graph", sim_end_capture_graph, METH_O, "end_capture_graph(stream)"},
+    {"graph_launch", sim_graph_launch, METH_VARARGS, "graph_launch(graph, stream)"},
+    {"graph_destroy", sim_graph_destroy, METH_O, "graph_destroy(graph)"},
     {"capture_status", sim_capture_status, METH_O, "capture_status(stream)"},
     {"set_jitter", sim_set_jitter, METH_VARARGS, "set_jitter(seed, max_us)"},
     {"race_count", sim_race_count, METH_NOARGS, "race_count()"},
@@ -438,6 +506,7 @@ static struct PyModuleDef sim_def = {
 
 PyObject *dl_sync_py_sim_module(void) {
   if (dl_sync_py_sim_streams_init() != 0) return NULL;
+  if (created_graphs == NULL && (created_graphs = PySet_New(NULL)) == NULL) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
   if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {

@@ -65,6 +65,7 @@ __all__ = [
     "ExchangeApiReport",
     "ExchangeArray",
     "Gate",
+    "Graph",
     "NullBackend",
     "SimulatedDevice",
     "Stream",
@@ -122,9 +123,32 @@ class Stream:
         event-wait nodes), or None when the capture had been invalidated."""
         return _sim.end_capture(self.handle)
 
+    def end_capture_graph(self) -> "Optional[Graph]":
+        """Ends the capture and keeps its graph, instantiated, to launch (cudaStreamEndCapture
+        then cudaGraphInstantiate); None when the capture had been invalidated."""
+        graph = _sim.end_capture_graph(self.handle)
+        return None if graph is None else Graph(graph)
+
     @property
     def is_capturing(self) -> bool:
         return _sim.capture_status(self.handle) == 1
+
+
+class Graph:
+    """An executable graph of the simulated device (Stream.end_capture_graph). It lives
+    until destroy() or until the simulated device is closed."""
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
+
+    def launch(self, stream: Any) -> None:
+        """Enqueues one launch on stream (cudaGraphLaunch): after stream's earlier work and
+        after the graph's previous launch."""
+        _sim.graph_launch(self._handle, stream)
+
+    def destroy(self) -> None:
+        """Destroys the graph once its launches are done (cudaGraphExecDestroy)."""
+        _sim.graph_destroy(self._handle)
 
 
 def _stream_handle(stream: Any) -> int:

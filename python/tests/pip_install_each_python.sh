@@ -37,8 +37,10 @@ PY
     # Nothing to install with, but the module's C is held to this version's headers.
     include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
     for file in "$source"/python/dlsync/*.c; do
+      # The include folders setup.py gives the extension (sync/: the audit's driver gate).
       cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -DDL_SYNC_BUILDING_LIBRARY -I"$source/include" \
-        -I"$include" "$file" || { echo "FAIL: $file against Python $version's headers" >&2; exit 1; }
+        -I"$source/sync" -I"$include" "$file" ||
+        { echo "FAIL: $file against Python $version's headers" >&2; exit 1; }
     done
     echo "Python $version: no setuptools to install with; the module's C compiles against its headers"
     continue

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A user of every public name of dlsync and dlsync.testing, checked with mypy --strict
-against the installed package (its stubs and annotations) and run on the simulated
-device."""
+"""A user of every public name of dlsync and dlsync.testing, and of dlsync.audit's run,
+checked with mypy --strict against the installed package (its stubs and annotations) and
+run on the simulated device."""
 import os
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import dlsync
+import dlsync.audit
 import dlsync.testing
 
 
@@ -76,6 +77,13 @@ def simulated() -> None:
         assert b.is_capturing
         nodes: Optional[Tuple[int, int]] = b.end_capture()
         assert nodes == (0, 0), nodes
+        b.begin_capture("relaxed")
+        sim.write(b, bytearray(8), 2)
+        graph: Optional[dlsync.testing.Graph] = b.end_capture_graph()
+        assert graph is not None
+        graph.launch(b)
+        b.synchronize()
+        graph.destroy()
         sim.set_device(1)
         other = sim.stream(device=1)
         other.destroy()
@@ -158,6 +166,29 @@ def exchange_tables() -> None:
     report: dlsync.testing.ExchangeApiReport = dlsync.testing.check_exchange_api(make, write)
     assert report.ordering_checked and report.missing == [] and report.control_races > 0, report
     dlsync.testing.ExchangeArray.use_stream(None)
+def audited() -> None:
+    """dlsync.audit's API: a run of the reference against its control, and an adapter of
+    one's own."""
+
+    class Host(dlsync.audit.Adapter):
+        name = "host"
+
+        def make(self, staged: Any, stream: Any) -> Any:
+            return bytearray(staged)
+
+        def consume(self, tensor: Any, stream: Any) -> dlsync.audit.Read:
+            data = bytes(tensor)
+            return dlsync.audit.Read(values=lambda: data)
+
+    report: dlsync.audit.Report = dlsync.audit.run(
+        ["dlsync-control"], ["dlsync"], simulated=True, cells=["None"], runs=1, window=0.02)
+    cell: dlsync.audit.Cell = report.pairs[0].cells["None"]
+    assert cell.verdict == dlsync.audit.RACE and report.exit_status() == 1, cell.detail
+    found: Dict[str, Any] = report.to_json()
+    assert found["exit_status"] == 1
+    mine = dlsync.audit.run(pairs=[(Host(), Host())], cells=["handle"], runs=1)
+    assert mine.pairs[0].cells["handle"].verdict == dlsync.audit.ORDERED
+    assert mine.pairs[0].device == dlsync.audit.CPU
 
 
 if __name__ == "__main__":
@@ -165,4 +196,5 @@ if __name__ == "__main__":
     build_paths()
     simulated()
     exchange_tables()
+    audited()
     print("typing_user: dlsync", dlsync.__version__)

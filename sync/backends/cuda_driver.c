@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cuda_driver_api.h"
+#include "cuda_driver_entry.h"
 #include "loader.h"
 #include "user_object.h"
 
@@ -48,6 +49,9 @@ static struct {
   DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_POINTER)
 #undef DL_SYNC__CU_POINTER
 } api;
+
+/* What resolve() found every entry point with, for dl_sync__cuda_driver_entry_point. */
+static dl_sync__cu_get_proc_address get_proc_address;
 
 /* From drivers of CUDA 12.4 on; NULL before (no green context can exist there). */
 static dl_sync__cu_stream_get_green_ctx stream_get_green_ctx;
@@ -91,6 +95,7 @@ static int resolve(dl_sync__runtime *rt) {
   }
   DL_SYNC__CUDA_DRIVER_CALLS(DL_SYNC__CU_RESOLVE)
 #undef DL_SYNC__CU_RESOLVE
+  get_proc_address = get_proc;
   CUresult code = api.cuDriverGetVersion(&rt->version);
   if (code != CUDA_SUCCESS)
     return dl_sync__runtime_reject(rt, "%s answered cuDriverGetVersion with %d (%s)", rt->path,
@@ -512,4 +517,11 @@ const dl_sync_backend *dl_sync_cuda_backend(void) {
 
 dl_sync__runtime *dl_sync__cuda_driver_of(const dl_sync_backend *backend) {
   return backend == &cuda_driver_backend ? &driver : NULL;
+}
+
+int dl_sync__cuda_driver_entry_point(const char *name, void **address) {
+  *address = NULL;
+  DL_SYNC__NEED_DRIVER();
+  return get_proc_address(name, address, DL_SYNC__CUDA_DRIVER_API,
+                          CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL);
 }

@@ -3,7 +3,9 @@
 # scripts/gpu-check.sh's verdicts, without a GPU: fake nvidia-smi / rocm-smi first on PATH,
 # a fake build tree whose ctest "GPU suites" skip, pass or hang on demand, with a line per
 # mode as the ordering suites print them, a fake Python whose GPU suite passes, skips or
-# fails on demand (as python/tests/gpu/run_gpu_suite.py reports), and the results file.
+# fails on demand (as python/tests/gpu/run_gpu_suite.py reports) and whose ordering audit
+# (python -m dlsync.audit) passes, fails its control or reference, or runs nothing, and the
+# results file.
 # Usage: gpu_check_test.sh SOURCE_DIR CTEST_DIR
 set -uo pipefail
 source_dir=$1
@@ -77,13 +79,43 @@ case "$FAKE_SUITES" in
   hang) sleep 120 ;;
 esac
 EOF
-# The Python GPU suite: run_gpu_suite.py's lines and exit status, and its tables.
+# The Python GPU suite: run_gpu_suite.py's lines and exit status, and its tables; and the
+# ordering audit: dlsync.audit's summary lines (python/dlsync/audit/_report.py), its files
+# and exit status.
 cat >"$work/bin/fake-python" <<'EOF'
 #!/bin/sh
+if [ "$1" = "-m" ]; then
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --json) json=$2; shift ;;
+      --markdown) markdown=$2; shift ;;
+    esac
+    shift
+  done
+  echo "| producer -> consumer | device | stream=None | stream=-1 |" >"$markdown"
+  echo '{"tool": "dlsync.audit"}' >"$json"
+  case "$FAKE_AUDIT" in
+    nothing)
+      echo "dlsync.audit: device: cuda; gate: none used (no pair held a CUDA stream); on a GPU: cuStreamWaitValue32 on host-mapped memory"
+      echo "dlsync.audit: frameworks: torch: no GPU: torch.cuda.is_available() is False"
+      echo "dlsync.audit: exit 3: no pair could run here (each says why)"
+      exit 3 ;;
+  esac
+  raced=8 ordered=8
+  [ "$FAKE_AUDIT" = unraced ] && raced=7
+  [ "$FAKE_AUDIT" = unordered ] && ordered=7
+  echo "dlsync.audit: device: cuda; gate: cuStreamWaitValue32 (CU_STREAM_WAIT_VALUE_GEQ) on host-mapped memory (cuMemHostAlloc DEVICEMAP|PORTABLE), device 0"
+  echo "dlsync.audit: frameworks: torch: torch 2.11.0 (CUDA 13.0), cupy: cupy 14.0.0"
+  echo "dlsync.audit: summary: pairs 10 of 10, cells 80: ordered 40, ordered (host blocked) 2, RACE 20, error 4, not available 14, not run 0 (RACE as stream=-1 asks: 10)"
+  echo "dlsync.audit: controls: stream cells 8, RACE $raced"
+  echo "dlsync.audit: reference: stream cells 8, ordered $ordered"
+  echo "dlsync.audit: exit 0: 8 RACE cell(s): torch -> cupy None (allowed by --allow-race)"
+  exit 0
+fi
 echo "python_gpu: python: 3.12.3 (fake)"
 echo "python_gpu: frameworks: torch 2.11.0 (CUDA 13.0), cupy 14.0.0, jax 0.11.0, cuda.core 0.5.0"
 mkdir -p "$3"
-echo "| producer -> consumer | stream=None |" >"$3/peer-audit.md"
+echo "| dlsync -> torch | cuda | ordered |" >"$3/audit-controls.md"
 echo "| exchange | us per exchange |" >"$3/python-cost.md"
 test=test_gpu_exchange.ExchangeThroughDlsync
 case "$FAKE_PYTHON" in
@@ -112,15 +144,16 @@ for suite in gpu_ordering_legacy gpu_ordering_per_thread gpu_contexts gpu_releas
 done >"$work/build/CTestTestfile.cmake"
 
 # check NAME GPUS SUITES DEADLINE EXPECTED_STATUS PATTERN...: every PATTERN must be printed.
-# STEPS (default: suites), FAKE_PYTHON (pass), PYTHON (the fake) and RESULTS (none) may be
-# set for one call.
+# STEPS (default: suites), FAKE_PYTHON (pass), FAKE_AUDIT (pass), PYTHON (the fake) and
+# RESULTS (none) may be set for one call.
 check() {
   local name=$1 gpus=$2 suites=$3 deadline=$4 expected=$5
   shift 5
   rm -f "$work"/ran-*
   local status
   output=$(FAKE_GPUS=$gpus FAKE_SUITES=$suites FAKE_WORK=$work PATH="$work/bin:$PATH" \
-    FAKE_PYTHON=${FAKE_PYTHON:-pass} DL_SYNC_GPU_CHECK_PYTHON="${PYTHON:-$work/bin/fake-python}" \
+    FAKE_PYTHON=${FAKE_PYTHON:-pass} FAKE_AUDIT=${FAKE_AUDIT:-pass} \
+    DL_SYNC_GPU_CHECK_PYTHON="${PYTHON:-$work/bin/fake-python}" \
     DL_SYNC_GPU_CHECK_PYTHONPATH="$work/site" DL_SYNC_GPU_CHECK_RESULTS=${RESULTS:-} \
     DL_SYNC_GPU_CHECK_DEADLINE=$deadline DL_SYNC_GPU_CHECK_BUILD="$work/build" \
     DL_SYNC_GPU_CHECK_STEPS=${STEPS:-suites} bash "$source_dir/scripts/gpu-check.sh" 2>&1)
@@ -214,6 +247,23 @@ STEPS="suites python" FAKE_PYTHON=fail check "a failing Python test fails the ch
   nvidia pass 330 1 "suite python_gpu: FAILED \(exit 1\): test_gpu_threads.ThreadsExportAtOnce.test_threads_export_at_once" \
   "gpu-check: FAILED"
 
+# The ordering audit's verdicts: its control must race and its reference be ordered in every
+# stream cell; where a GPU is listed it must run something.
+STEPS="suites audit" check "the audit passes with its control and reference counts" nvidia pass 330 0 \
+  "suite dlsync_audit: passed \(pairs 10 of 10, cells 80: .*the control's RACE in 8 of 8 stream cells, the reference ordered in 8 of 8\)" \
+  "gpu-check: PASSED"
+STEPS="suites audit" FAKE_AUDIT=unraced check "an audit control that saw no race fails the check" \
+  nvidia pass 330 1 "suite dlsync_audit: FAILED: the control did not show a RACE in every stream cell \(RACE 7 of 8" \
+  "gpu-check: FAILED"
+STEPS="suites audit" FAKE_AUDIT=unordered check "an audit reference not ordered fails the check" \
+  nvidia pass 330 1 "suite dlsync_audit: FAILED: dlsync's reference was not ordered in every stream cell \(ordered 7 of 8" \
+  "gpu-check: FAILED"
+STEPS="suites audit" FAKE_AUDIT=nothing check "an audit that ran no pair, a GPU listed: fails" \
+  nvidia pass 330 1 "suite dlsync_audit: FAILED: no pair could run although a GPU is listed: torch: no GPU" \
+  "gpu-check: FAILED"
+STEPS="suites audit" FAKE_AUDIT=nothing check "an audit that ran no pair, no GPU: skipped" \
+  none skip 330 0 "suite dlsync_audit: skipped: no pair could run here" "gpu-check: SKIPPED"
+
 # The real Python suite runner with a python3 that lacks numpy (a shim first on PATH: the
 # machine's interpreter, numpy's import refused as where it is not installed): skipped with
 # the reason where no GPU is listed, as the C suites are; a failure naming numpy where one is.
@@ -236,13 +286,15 @@ fi
 
 # The results file: written by the run, a line per suite and mode, "not run" for the rest.
 results=$work/results.md
-STEPS="suites python results" RESULTS=$results check "the results file is written" nvidia pass 330 0 \
+STEPS="suites python audit results" RESULTS=$results check "the results file is written" nvidia pass 330 0 \
   "results: written to $results" "gpu-check: PASSED"
 for pattern in 'verdict: \*\*PASSED\*\*' 'device \(name, driver, memory\): NVIDIA H200, 570.00, 143771 MiB' \
                'as the suites saw it: device 0: NVIDIA H200, sm_90' 'frameworks: torch 2.11.0' \
                '^\| gpu_ordering_legacy \| passed \(ordered runs 120' '^\| gpu_ordering_legacy / threads \| passed' \
                '^\| python_gpu \| passed' '^\| bench_gpu \| not run \(step not requested\) \|' \
-               '^\| other suites \| not run' '^\| producer -> consumer \| stream=None \|' \
+               '^\| other suites \| not run' '^\| producer -> consumer \| device \| stream=None \| stream=-1 \|' \
+               "^## dlsync.audit: the frameworks' ordering" '^- device: cuda; gate: cuStreamWaitValue32' \
+               '^\| dlsync_audit \| passed' '^\| dlsync -> torch \| cuda \| ordered \|' \
                '^\| exchange \| us per exchange \|' 'test_torch_to_cupy \| passed \|'; do
   grep -qE -- "$pattern" "$results" 2>/dev/null ||
     { echo "results file: no line matches: $pattern"; failures=$((failures + 1)); }

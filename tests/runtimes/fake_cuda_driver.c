@@ -1339,6 +1339,354 @@ FAKE_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   return CUDA_SUCCESS;
 }
 
+/* ---- mapped host memory and stream memory operations -------------------------------- */
+
+/* cuMemHostAlloc: "Allocates bytesize bytes of host memory that is page-locked and
+   accessible to the device"; the fake keeps each allocation's flags, so that
+   cuMemHostGetDevicePointer can refuse one made without CU_MEMHOSTALLOC_DEVICEMAP. */
+enum {
+  FAKE_MAX_HOST_ALLOCATIONS = 64,
+  FAKE_MAX_VALUE_WAITS = 1024,
+  CU_MEMHOSTALLOC_ALL = 0x07, /* PORTABLE | DEVICEMAP | WRITECOMBINED */
+  CU_MEMHOSTALLOC_DEVICEMAP = 0x02,
+  CU_STREAM_WAIT_VALUE_NOR = 0x3,
+  CU_STREAM_WAIT_VALUE_FLUSH = 1 << 30,
+};
+typedef unsigned long long CUdeviceptr;
+
+static struct {
+  char *pointer;
+  size_t size;
+  unsigned flags;
+} host_allocations[FAKE_MAX_HOST_ALLOCATIONS];
+
+/* A memory wait (cuStreamWaitValue32): "Work ordered after the operation will block until
+   the given condition on the memory is satisfied." The fake device reaches each wait as
+   soon as it is enqueued (it completes work at once), and a wait stays satisfied once it
+   has seen its condition true: the stream has moved past it. Its condition is read when
+   someone asks whether work behind it is done (cuEventQuery, cuStreamQuery) or waits for
+   it (cuEventSynchronize, cuStreamSynchronize), which is when a real device's answer
+   could change. The device's own work has no effect on the memory: only the host writes
+   it. */
+static struct {
+  const volatile uint32_t *address;
+  uint32_t value;
+  unsigned condition;
+  int met;
+} value_waits[FAKE_MAX_VALUE_WAITS];
+static int value_wait_count;
+static long value_waits_made, held_answers; /* test hooks: "value_waits", "held_answers" */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* FAKE_CUDA_NO_MAPPED_MEMORY=1: devices that cannot map host memory; and
+   FAKE_CUDA_NO_STREAM_MEM_OPS=1: devices without stream memory operations. Read at each
+   use. */
+static int switch_on(const char *name) {
+  const char *value = getenv(name);
+  return value != NULL && strcmp(value, "1") == 0;
+}
+
+/* The allocation p lies in, or -1. */
+static int host_allocation_of(const void *p) {
+  for (int i = 0; i < FAKE_MAX_HOST_ALLOCATIONS; i++) {
+    const char *start = host_allocations[i].pointer;
+    if (start != NULL && (const char *)p >= start &&
+        (const char *)p < start + host_allocations[i].size)
+      return i;
+  }
+  return -1;
+}
+
+/* CUDA_ERROR_INVALID_CONTEXT is among the results of each call below: "This most
+   frequently indicates that there is no context bound to the current thread." */
+FAKE_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  ENTER();
+  if (pp == NULL || (Flags & ~(unsigned)CU_MEMHOSTALLOC_ALL) != 0) return CUDA_ERROR_INVALID_VALUE;
+  fake_context *context;
+  CUresult error = current_context(&context);
+  if (error != CUDA_SUCCESS) return error;
+  int slot = 0;
+  while (slot < FAKE_MAX_HOST_ALLOCATIONS && host_allocations[slot].pointer != NULL) slot++;
+  char *memory = slot < FAKE_MAX_HOST_ALLOCATIONS ? calloc(1, bytesize > 0 ? bytesize : 1) : NULL;
+  if (memory == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  host_allocations[slot].pointer = memory;
+  host_allocations[slot].size = bytesize > 0 ? bytesize : 1;
+  host_allocations[slot].flags = Flags;
+  *pp = memory;
+  return CUDA_SUCCESS;
+}
+
+/* cuMemHostGetDevicePointer: "will fail if the CU_MEMHOSTALLOC_DEVICEMAP flag was not
+   specified at the time the memory was allocated, or if the function is called on a GPU
+   that does not support mapped pinned memory"; "Flags provides for future releases. For
+   now, it must be set to 0." The fake's devices can use the host pointer (attribute
+   CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 1), and "If all devices
+   visible to the application have a non-zero value for the device attribute, the device
+   pointer returned by cuMemHostGetDevicePointer() will match the original pointer p". */
+FAKE_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags) {
+  ENTER();
+  if (pdptr == NULL || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  fake_context *context;
+  CUresult error = current_context(&context);
+  if (error != CUDA_SUCCESS) return error;
+  int index = host_allocation_of(p);
+  if (index < 0 || (host_allocations[index].flags & CU_MEMHOSTALLOC_DEVICEMAP) == 0 ||
+      switch_on("FAKE_CUDA_NO_MAPPED_MEMORY"))
+    return CUDA_ERROR_INVALID_VALUE;
+  *pdptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+/* cuMemFreeHost: "Frees the memory space pointed to by p, which must have been returned by
+   a previous call to cuMemAllocHost()" (or cuMemHostAlloc: "The memory allocated by this
+   function must be freed with cuMemFreeHost()"). */
+FAKE_EXPORT CUresult cuMemFreeHost(void *p) {
+  ENTER();
+  int index = host_allocation_of(p);
+  if (index < 0 || host_allocations[index].pointer != p) return CUDA_ERROR_INVALID_VALUE;
+  free(host_allocations[index].pointer);
+  host_allocations[index].pointer = NULL;
+  return CUDA_SUCCESS;
+}
+
+/* cuDeviceGetAttribute: "Returns in *pi the integer value of the attribute attrib on device
+   dev". The attributes the fake models: CAN_MAP_HOST_MEMORY (19), UNIFIED_ADDRESSING (41),
+   CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM (91), CAN_USE_STREAM_MEM_OPS_V1 (92),
+   CAN_FLUSH_REMOTE_WRITES (98: 0, "requires dedicated platform hardware features") and
+   CAN_USE_STREAM_WAIT_VALUE_NOR (123); any other answers CUDA_ERROR_INVALID_VALUE, as an
+   attribute out of range does. */
+FAKE_EXPORT CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+  ENTER();
+  if (pi == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int mem_ops = !switch_on("FAKE_CUDA_NO_STREAM_MEM_OPS");
+  switch (attrib) {
+    case 19:
+      *pi = !switch_on("FAKE_CUDA_NO_MAPPED_MEMORY");
+      return CUDA_SUCCESS;
+    case 41:
+    case 91:
+      *pi = 1;
+      return CUDA_SUCCESS;
+    case 92:
+    case 123:
+      *pi = mem_ops;
+      return CUDA_SUCCESS;
+    case 98:
+      *pi = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+/* CUstreamWaitValue_flags: GEQ "Wait until (int32_t)(*addr - value) >= 0 ... a cyclic
+   comparison which ignores wraparound", EQ "Wait until *addr == value", AND "Wait until
+   (*addr & value) != 0", NOR "Wait until ~(*addr | value) != 0". Called with hold_lock. */
+static int wait_met(int index) {
+  if (value_waits[index].met) return 1;
+  uint32_t now = *value_waits[index].address, value = value_waits[index].value;
+  switch (value_waits[index].condition) {
+    case 0:
+      value_waits[index].met = (int32_t)(now - value) >= 0;
+      break;
+    case 1:
+      value_waits[index].met = now == value;
+      break;
+    case 2:
+      value_waits[index].met = (now & value) != 0;
+      break;
+    default:
+      value_waits[index].met = ~(now | value) != 0;
+      break;
+  }
+  return value_waits[index].met;
+}
+
+/* Keeps the waits not met yet; 1 when any is left. Called with hold_lock. */
+static int holds_left(int *holds, int *count) {
+  int kept = 0;
+  for (int i = 0; i < *count; i++)
+    if (!wait_met(holds[i])) holds[kept++] = holds[i];
+  *count = kept;
+  return kept > 0;
+}
+
+/* Adds the waits of from that are not met to holds; 0 when there is no room. */
+static int holds_merge(int *holds, int *count, const int *from, int from_count) {
+  holds_left(holds, count);
+  for (int i = 0; i < from_count; i++) {
+    int present = wait_met(from[i]);
+    for (int j = 0; j < *count && !present; j++) present = holds[j] == from[i];
+    if (present) continue;
+    if (*count == FAKE_MAX_HOLDS) return 0;
+    holds[(*count)++] = from[i];
+  }
+  return 1;
+}
+
+/* What work enqueued on stream now waits for, besides the stream's own waits: the legacy
+   stream's implicit synchronization. CU_STREAM_NON_BLOCKING: "the created stream should
+   perform no implicit synchronization with stream 0": every other stream of the context
+   (the per-thread default streams included: "will synchronize with the legacy default
+   stream") does, both ways. Called with hold_lock. */
+static void implicit_holds(fake_stream *stream) {
+  fake_context *context = context_of(stream);
+  if (!is_legacy(stream)) {
+    if (!stream->non_blocking)
+      holds_merge(stream->holds, &stream->hold_count, context->legacy->holds,
+                  context->legacy->hold_count);
+    return;
+  }
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_streams[i] != NULL && fake_streams[i]->context == context &&
+        !fake_streams[i]->non_blocking)
+      holds_merge(stream->holds, &stream->hold_count, fake_streams[i]->holds,
+                  fake_streams[i]->hold_count);
+  pthread_mutex_lock(&per_thread_lock);
+  for (int i = 0; i < FAKE_MAX_PER_THREAD; i++)
+    if (per_thread_streams[i].context == context && per_thread_streams[i].stream != NULL)
+      holds_merge(stream->holds, &stream->hold_count, per_thread_streams[i].stream->holds,
+                  per_thread_streams[i].stream->hold_count);
+  pthread_mutex_unlock(&per_thread_lock);
+}
+
+/* A record on stream: the event's completion waits for what the stream's work waits for. */
+static void hold_record(fake_event *event, fake_stream *stream) {
+  pthread_mutex_lock(&hold_lock);
+  implicit_holds(stream);
+  holds_left(stream->holds, &stream->hold_count);
+  memcpy(event->holds, stream->holds, sizeof event->holds);
+  event->hold_count = stream->hold_count;
+  pthread_mutex_unlock(&hold_lock);
+}
+
+/* A wait on event: the stream's later work waits for what the event's record waited for. */
+static void hold_wait_event(fake_stream *stream, fake_event *event) {
+  pthread_mutex_lock(&hold_lock);
+  implicit_holds(stream);
+  holds_merge(stream->holds, &stream->hold_count, event->holds, event->hold_count);
+  pthread_mutex_unlock(&hold_lock);
+}
+
+/* Whether work behind holds is not done yet; counts the answers ("held_answers"). */
+static int held(int *holds, int *count) {
+  pthread_mutex_lock(&hold_lock);
+  int left = holds_left(holds, count);
+  if (left) held_answers++;
+  pthread_mutex_unlock(&hold_lock);
+  return left;
+}
+
+/* Blocks until no wait of holds is left: the host thread that opens them runs meanwhile. */
+static void wait_holds(int *holds, int *count) {
+  for (;;) {
+    pthread_mutex_lock(&hold_lock);
+    int left = holds_left(holds, count);
+    pthread_mutex_unlock(&hold_lock);
+    if (!left) return;
+    struct timespec pause = {0, 100000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* cuStreamWaitValue32: "Enqueues a synchronization of the stream on the given memory
+   location"; "all memory pointers passed as parameters to these operations are device
+   pointers" (the fake's only device pointers are those of its mapped host memory);
+   CUDA_ERROR_NOT_SUPPORTED is among its results (FAKE_CUDA_NO_STREAM_MEM_OPS=1, and
+   CU_STREAM_WAIT_VALUE_FLUSH, whose support "requires dedicated platform hardware features"
+   the fake's devices lack). In a capturing stream it is captured as a node (the fake never
+   launches graphs). */
+static CUresult wait_value32(CUstream hStream, CUdeviceptr addr, uint32_t value, unsigned flags) {
+  ENTER();
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (switch_on("FAKE_CUDA_NO_STREAM_MEM_OPS") || (flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  const void *address = (const void *)(uintptr_t)addr;
+  int index = host_allocation_of(address);
+  if (flags > CU_STREAM_WAIT_VALUE_NOR || index < 0 ||
+      (host_allocations[index].flags & CU_MEMHOSTALLOC_DEVICEMAP) == 0 ||
+      (const char *)address + sizeof(uint32_t) >
+          host_allocations[index].pointer + host_allocations[index].size)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (legacy_blocked(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  if (stream->capture != NULL) {
+    stream->capture->graph->nodes++;
+    return CUDA_SUCCESS;
+  }
+  pthread_mutex_lock(&hold_lock);
+  implicit_holds(stream);
+  holds_left(stream->holds, &stream->hold_count);
+  error = value_wait_count == FAKE_MAX_VALUE_WAITS || stream->hold_count == FAKE_MAX_HOLDS
+              ? CUDA_ERROR_OUT_OF_MEMORY
+              : CUDA_SUCCESS;
+  if (error == CUDA_SUCCESS) {
+    int wait = value_wait_count++;
+    value_waits[wait].address = address;
+    value_waits[wait].value = value;
+    value_waits[wait].condition = flags;
+    value_waits[wait].met = 0;
+    stream->holds[stream->hold_count++] = wait;
+    value_waits_made++;
+  }
+  pthread_mutex_unlock(&hold_lock);
+  return error;
+}
+
+/* cudaTypedefs.h: PFN_cuStreamWaitValue32_v8000 and _v11070, one ABI. */
+FAKE_EXPORT CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                         unsigned int flags) {
+  return wait_value32(stream, addr, value, flags);
+}
+
+FAKE_EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value,
+                                            unsigned int flags) {
+  return wait_value32(stream, addr, value, flags);
+}
+
+/* cuStreamGetFlags: "The value returned in flags is a logical 'OR' of all flags that were
+   used while creating this stream"; the default streams were made with none. */
+FAKE_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
+  ENTER();
+  if (flags == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  *flags = stream->non_blocking ? CU_STREAM_NON_BLOCKING : 0;
+  return CUDA_SUCCESS;
+}
+
+/* cuStreamQuery: "Returns CUDA_SUCCESS if all operations in the stream specified by hStream
+   have completed, or CUDA_ERROR_NOT_READY if not": the fake's work is done unless a memory
+   wait holds it. As cuEventQuery, a potentially unsafe call during another thread's
+   capture; on a capturing stream CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the CUDA
+   programming guide, stream capture: "It is invalid to query the execution status of or
+   synchronize a stream which is being captured"). */
+FAKE_EXPORT CUresult cuStreamQuery(CUstream hStream) {
+  ENTER();
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (stream->capture != NULL) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return held(stream->holds, &stream->hold_count) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+/* cuStreamSynchronize: "Waits until the device has completed all operations in the stream
+   specified by hStream"; as cuStreamQuery during capture. */
+FAKE_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+  ENTER();
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (stream->capture != NULL) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  wait_holds(stream->holds, &stream->hold_count);
+  return CUDA_SUCCESS;
+}
+
 /* ---- events ------------------------------------------------------------------------- */
 
 /* cuEventCreate: "Creates an event *phEvent for the current context"; "CU_EVENT_INTERPROCESS
@@ -1424,6 +1772,10 @@ FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   hEvent->last_stream = stream;
   hEvent->capture = stream->capture;
   if (stream->capture != NULL) stream->capture->graph->nodes++;
+  if (stream->capture != NULL)
+    hEvent->hold_count = 0; /* a captured record runs in a launch */
+  else
+    hold_record(hEvent, stream);
   return CUDA_SUCCESS;
 }
 
@@ -1454,6 +1806,8 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigne
     if (hEvent->capture != NULL && hEvent->capture->status == 1) {
       if (is_legacy(stream)) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
       stream->capture = hEvent->capture;
+    } else {
+      hold_wait_event(stream, hEvent);
     }
   } else if (hEvent->capture == capture) {
     capture->graph->nodes++;
@@ -1479,12 +1833,15 @@ FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigne
    on an event that was last recorded inside a capture sequence"). The fake device
    completes work as it is enqueued: "Before the first call to cuEventRecord(), an event
    represents an empty set of work, so for example cuEventQuery() would return
-   CUDA_SUCCESS", and so does every record. */
+   CUDA_SUCCESS", and so does every record, unless its stream's work waits behind a memory
+   wait (cuStreamWaitValue32) whose condition is not met yet. */
 FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
   ENTER();
   if (event_index(hEvent) < 0) return dead(CUDA_ERROR_INVALID_HANDLE);
   if (hEvent->capture != NULL) return CUDA_ERROR_CAPTURED_EVENT;
-  return prohibited() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  wait_holds(hEvent->holds, &hEvent->hold_count);
+  return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
@@ -1493,7 +1850,10 @@ FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
   fake_counters.event_query++;
   if (sticky_error != CUDA_SUCCESS) return sticky_error;
   if (hEvent->capture != NULL) return CUDA_ERROR_CAPTURED_EVENT;
-  return prohibited() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  /* CUDA_ERROR_NOT_READY: "asynchronous operations issued previously have not completed
+     yet": the record's work waits behind a memory wait not met. */
+  return held(hEvent->holds, &hEvent->hold_count) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 /* ---- graph user objects ------------------------------------------------------------- */
@@ -1701,6 +2061,15 @@ static const struct {
     ROW("cuStreamGetGreenCtx", 12040, cuStreamGetGreenCtx),
     ROW("cuGreenCtxStreamCreate", 12050, cuGreenCtxStreamCreate),
     ROW("cuStreamGetCtx", 9020, cuStreamGetCtx),
+    ROW("cuStreamWaitValue32", 11070, cuStreamWaitValue32_v2),
+    ROW("cuStreamWaitValue32", 8000, cuStreamWaitValue32),
+    ROW("cuStreamGetFlags", 5050, cuStreamGetFlags),
+    ROW("cuStreamQuery", 2000, cuStreamQuery),
+    ROW("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    ROW("cuMemHostAlloc", 2020, cuMemHostAlloc),
+    ROW("cuMemHostGetDevicePointer", 3020, cuMemHostGetDevicePointer_v2),
+    ROW("cuMemFreeHost", 2000, cuMemFreeHost),
+    ROW("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     ROW("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
     ROW("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
     ROW("cuStreamEndCapture", 10000, cuStreamEndCapture),
@@ -1797,6 +2166,8 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "ctx_get_current") == 0) return driver_counters.ctx_get_current;
   if (strcmp(name, "green_second_thread") == 0) return driver_counters.green_second_thread;
   if (strcmp(name, "stream_get_green_ctx") == 0) return driver_counters.stream_get_green_ctx;
+  if (strcmp(name, "value_waits") == 0) return value_waits_made;
+  if (strcmp(name, "held_answers") == 0) return held_answers;
   return -1;
 }
 

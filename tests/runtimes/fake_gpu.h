@@ -29,7 +29,8 @@ enum {
   FAKE_MAX_STREAMS = 64,
   FAKE_MAX_OBJECTS = 64,
   FAKE_MAX_NODES = 64,
-  FAKE_MAX_DEPS = 8
+  FAKE_MAX_DEPS = 8,
+  FAKE_MAX_HOLDS = 8
 };
 
 /* A graph node: what it does and the nodes it depends on. The HIP fake builds them (its
@@ -75,6 +76,10 @@ typedef struct fake_stream {
   int per_thread;   /* the driver: a thread's per-thread default stream */
   fake_deps deps;   /* HIP: its dependencies while it captures */
   int destroyed;    /* HIP: destroyed, and kept so that a later use can be counted */
+  /* The driver: the memory waits (cuStreamWaitValue32) that work enqueued from now on waits
+     for, as indices of the driver's table; the runtimes leave them empty. */
+  int holds[FAKE_MAX_HOLDS];
+  int hold_count;
 } fake_stream;
 
 typedef struct fake_event {
@@ -89,6 +94,9 @@ typedef struct fake_event {
   int on_legacy;                 /* last recorded on the hipStreamLegacy handle */
   unsigned held_round;           /* recorded while the test held the work back */
   int destroyed;                 /* destroyed, and kept so that a later use can be counted */
+  /* The driver: */
+  int holds[FAKE_MAX_HOLDS]; /* the memory waits its last record waits for */
+  int hold_count;
 } fake_event;
 
 typedef struct fake_user_object {

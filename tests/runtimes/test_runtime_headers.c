@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlsync declares the runtime constants it uses itself (sync/backends/cuda_api.h,
- * cuda_driver_api.h, hip_api.h): this file, compiled against the real headers where they
- * are installed, pins every one of them. It only has to compile.
+ * cuda_driver_api.h, hip_api.h, and the Python module's python/dlsync/driver_gate_api.h): this
+ * file, compiled against the real headers where they are installed, pins every one of them. It only
+ * has to compile.
  */
 #define DL_SYNC_PIN(name, value) \
   _Static_assert((name) == (value), #name " differs from the runtime's header");
@@ -15,6 +16,10 @@
 #include "backends/cuda_driver_api.h"
 DL_SYNC__CUDA_CONSTANTS(DL_SYNC_PIN)
 DL_SYNC__CUDA_DRIVER_CONSTANTS(DL_SYNC_PIN)
+/* The driver gate of the Python module's audit (python/dlsync/driver_gate.c). */
+#define DL_SYNC_PY_GATE_CONSTANTS_ONLY
+#include "../../python/dlsync/driver_gate_api.h"
+DL_SYNC_PY_GATE_CONSTANTS(DL_SYNC_PIN)
 #endif
 
 #ifdef DL_SYNC_PIN_HIP

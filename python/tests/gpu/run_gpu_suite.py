@@ -14,7 +14,7 @@ test failed, 1 when one failed, 77 when every test skipped, or when the suite's 
 requirement (numpy) is not installed: ``python_gpu: skipped: not installed: numpy (...)``,
 which gpu-check.sh reports as skipped where no GPU is listed and as a failure where one is.
 
---results DIR: the tables (peer-audit.md, python-cost.md) and counts.json go there.
+--results DIR: the tables (audit-controls.md, python-cost.md) and counts.json go there.
 --expect-skipped: the check for machines without a GPU: passes (0) only when tests were
 collected and every one skipped with a reason of a known kind ("not installed:", "no
 GPU:", "no gate kernels:"), none failed, with unittest and then, where it is installed,
