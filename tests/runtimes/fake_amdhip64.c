@@ -309,6 +309,7 @@ static void destroy_stream(fake_stream *stream) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] == stream) fake_streams[i] = NULL;
   stream->destroyed = 1;
+  fake_keep(stream);
 }
 
 /* hipStreamDestroy: NULL is hipErrorInvalidHandle, hipStreamPerThread
@@ -477,6 +478,7 @@ static int destroyed_event(const fake_event *event) {
 FAKE_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags) {
   NEED_DEVICE();
   *event = calloc(1, sizeof **event);
+  fake_keep(*event); /* the runtime's event set holds it, destroyed or not */
   (*event)->flags = flags;
   (*event)->device = fake_current_device;
   fake_counters.event_create++;

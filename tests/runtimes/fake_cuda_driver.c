@@ -333,6 +333,7 @@ static void event_forget(int index) {
 /* An event its context took with it: no longer live, and kept allocated, so that its dead
    handle never names an event made later. */
 static void event_orphan(int index) {
+  fake_keep(events[index]);
   events[index] = events[--event_count];
 }
 
@@ -909,6 +910,7 @@ SINCE_12040 CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevR
   if (resources[0].type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
   fake_resource_desc *desc = calloc(1, sizeof *desc); /* descriptors are never freed */
   if (desc == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake_keep(desc);
   desc->device = resources[0].internal_padding[0];
   desc->sm_count = resources[0].sm.smCount;
   *phDesc = desc;

@@ -115,6 +115,23 @@ static struct {
   long user_objects_live, mode_exchanges;
 } fake_counters;
 
+/* An object the fake keeps after the runtime would have freed it (so that a later use of
+   its handle is seen, and its address never names an object made later), listed here so
+   that a leak checker sees it reachable. */
+static void **fake_kept;
+static size_t fake_kept_count, fake_kept_capacity;
+
+__attribute__((unused)) static void fake_keep(void *object) {
+  if (fake_kept_count == fake_kept_capacity) {
+    size_t capacity = fake_kept_capacity != 0 ? 2 * fake_kept_capacity : 64;
+    void **grown = realloc(fake_kept, capacity * sizeof *grown);
+    if (grown == NULL) return; /* kept anyway, only unlisted */
+    fake_kept = grown;
+    fake_kept_capacity = capacity;
+  }
+  fake_kept[fake_kept_count++] = object;
+}
+
 static int fake_device_count(void) {
   const char *count = getenv("FAKE_GPU_DEVICES");
   return count != NULL ? atoi(count) : 2;
