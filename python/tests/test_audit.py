@@ -2,10 +2,10 @@
 """dlsync.audit on the simulated device and on the frameworks' CPU paths (ctest
 python_module_audit): dlsync's own producer and consumer are ordered in every cell, and
 each of their controls (the producer without dlsync.export, the consumer without
-dlsync.tensor_release, a consumer that blocks the host or reads wrong values) is reported
-as what it is; the command's exit status, JSON and table; an adapter of one's own; the
-exchange-table cell's hook. A test that needs a framework that is not installed skips,
-saying which."""
+dlsync.tensor_release or dlsync.import_tensor, a consumer that blocks the host or reads
+wrong values) is reported as what it is; the command's exit status, JSON and table; an
+adapter of one's own; the exchange-table cell and its hook. A test that needs a framework
+that is not installed skips, saying which."""
 import importlib
 import json
 import os
@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import dlsync
 import dlsync.audit
+import dlsync.testing
 from dlsync.audit import CPU, Adapter, Read
 from dlsync.audit._adapters import DlsyncAdapter
 
@@ -57,7 +58,7 @@ class SimulatedReference(unittest.TestCase):
         report = simulated("dlsync", "dlsync")
         self.assertEqual(verdicts(report), {
             "None": "ordered", "-1": "RACE", "1": "ordered", "2": "ordered", "handle": "ordered",
-            "exchange": "not available", "release": "ordered", "capture": "ordered"})
+            "exchange": "ordered", "release": "ordered", "capture": "ordered"})
         self.assertTrue(report.pairs[0].cells["-1"].race_expected)  # -1 asks for no sync
         self.assertIn("dlsync.tensor_release: ordered", report.pairs[0].cells["release"].detail)
         self.assertEqual(report.exit_status(), 0)
@@ -136,6 +137,15 @@ class OwnerFreedProducer(DlsyncAdapter):
         return OwnerFreedTensor(self._pool, block, stream)
 
 
+class NoTable(DlsyncAdapter):
+    """dlsync's producer with its Python __dlpack__ alone: its type has no exchange table."""
+
+    name = "no-table"
+
+    def make_exchange(self, staged: Any, stream: Any) -> Any:
+        return self.make(staged, stream)
+
+
 class ExchangeTableTensor:
     """A producer's tensor whose type has a DLPack C exchange table (a stand-in: the cell
     only looks for the attribute and hands the tensor to dlsync.import_tensor)."""
@@ -155,8 +165,8 @@ class ExchangeTableTensor:
 class TableProducer(DlsyncAdapter):
     name = "table"
 
-    def make(self, staged: Any, stream: Any) -> Any:
-        return ExchangeTableTensor(super().make(staged, stream))
+    def make_exchange(self, staged: Any, stream: Any) -> Any:
+        return ExchangeTableTensor(self.make(staged, stream))
 
 
 class TableControl(TableProducer):
@@ -165,8 +175,9 @@ class TableControl(TableProducer):
 
 
 class ExchangeCell(unittest.TestCase):
-    """The exchange-table cell, with a stand-in for dlsync.import_tensor where this dlsync
-    lacks it: the import a table-aware consumer does (ordered onto its stream, or not)."""
+    """The exchange-table cell: dlsync's producer (dlsync.testing.ExchangeArray, a real
+    table) imported with dlsync.import_tensor, and its control, the table's bare conversion;
+    then the hook, with a stand-in for dlsync.import_tensor where this dlsync lacks it."""
 
     def setUp(self) -> None:
         self.had = hasattr(dlsync, "import_tensor")
@@ -178,8 +189,40 @@ class ExchangeCell(unittest.TestCase):
         elif hasattr(dlsync, "import_tensor"):
             delattr(dlsync, "import_tensor")
 
+    def test_the_reference_is_ordered_by_import_tensor_and_the_bare_conversion_races(self) -> None:
+        imported: List[Any] = []
+
+        def import_tensor(obj: Any, device: Any, stream: Any) -> Any:
+            imported.append(type(obj))
+            return self.original(obj, device, stream)
+
+        if not self.had:
+            self.skipTest("this dlsync has no dlsync.import_tensor")
+        setattr(dlsync, "import_tensor", import_tensor)
+        reference = simulated("dlsync", "dlsync", cells=["exchange"]).pairs[0].cells["exchange"]
+        self.assertEqual(reference.verdict, "ordered", reference.detail)
+        self.assertEqual(imported, [dlsync.testing.ExchangeArray] * 3)  # warm-up and 2 runs
+        for run in reference.runs:
+            self.assertEqual((run["finished_while_held"], run["bytes_wrong"], run["races"]),
+                             (False, 0, 0), run)
+        # A table orders nothing: the control producer's is the same, its consumer orders it.
+        control_producer = simulated("dlsync-control", "dlsync", cells=["exchange"])
+        self.assertEqual(control_producer.pairs[0].cells["exchange"].verdict, "ordered")
+        del imported[:]
+        # The control: the consumer takes the tensor with the table's bare conversion.
+        for producer in ("dlsync", "dlsync-control"):
+            cell = simulated(producer, "dlsync-control", cells=["exchange"]).pairs[0].cells["exchange"]
+            self.assertEqual(cell.verdict, "RACE", (producer, cell.detail))
+            self.assertIn("2/2 runs: the consumer finished while the producer was held in 2",
+                          cell.detail)
+            self.assertIn(f"read {dlsync.audit.COUNT} of {dlsync.audit.COUNT} bytes not the "
+                          "producer's", cell.detail)
+            self.assertIn("the race checker found", cell.detail)
+        self.assertEqual(imported, [])
+        self.assertIsNone(dlsync.testing.ExchangeArray.current_stream())  # none left current
+
     def test_without_a_table_it_is_not_available(self) -> None:
-        cell = simulated("dlsync", "dlsync", cells=["exchange"]).pairs[0].cells["exchange"]
+        cell = simulated(NoTable(), "dlsync", cells=["exchange"]).pairs[0].cells["exchange"]
         self.assertEqual((cell.verdict, cell.detail),
                          ("not available", "the producer's type has no __dlpack_c_exchange_api__"))
 

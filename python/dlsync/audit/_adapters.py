@@ -15,7 +15,7 @@ import importlib
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .. import export, tensor_release
+from .. import _dlsync, export, tensor_release
 from ._core import COUNT, CPU, CUDA, SIMULATED, Adapter, Read
 
 KDLCUDA = 2
@@ -125,6 +125,10 @@ class DlsyncAdapter(Adapter):
     producer). Consumer: passes its stream, reads the capsule's memory there, and releases
     the tensor with ``dlsync.tensor_release`` on that stream.
 
+    In the exchange-table cell the producer is ``dlsync.testing.ExchangeArray`` (a type
+    with a DLPack C exchange table), written on the producer's stream, which it makes its
+    framework's current work stream; the consumer imports it with ``dlsync.import_tensor``.
+
     On the simulated device both run on dlsync.testing's streams and pool. On a GPU the
     producer writes with PyTorch or CuPy (whichever is installed) and exports through
     dlsync; the consumer is the simulated device's only."""
@@ -222,6 +226,22 @@ class DlsyncAdapter(Adapter):
         self._sim.copy(stream, staged, block)
         return _SimulatedTensor(self._pool, block, stream, self.control)
 
+    def make_exchange(self, staged: Any, stream: Any) -> Any:
+        if self._memory is not None:
+            return self.make(staged, stream)  # a Python __dlpack__ only: no table
+        # ExchangeArray's table answers its framework's current work stream: the one the
+        # producer writes on.
+        _dlsync.ExchangeArray.use_stream(stream)
+        memory = bytearray(COUNT)
+        self._sim.copy(stream, staged, memory)
+        return _dlsync.ExchangeArray(memory, DEVICE)
+
+    def drop(self, tensor: Any) -> None:
+        if isinstance(tensor, _dlsync.ExchangeArray):
+            # Its framework back on the legacy default stream (where it starts), so that no
+            # stream of the simulated device, closed after the run, stays current.
+            _dlsync.ExchangeArray.use_stream(None)
+
     def address(self, tensor: Any) -> Optional[int]:
         if self._memory is not None:
             return self._memory.address(tensor.tensor)
@@ -249,6 +269,12 @@ class DlsyncAdapter(Adapter):
         return Read(values=lambda: bytes(out), ready=lambda: done[0] == 1, release=release,
                     keep=capsule)
 
+    def import_exchange(self, tensor: Any, device: Tuple[int, int], stream: Any,
+                        import_tensor: Callable[[Any, Tuple[int, int], Any], Any]) -> Any:
+        if self.control:  # the table's bare conversion: the tensor, no ordering
+            return _dlsync._exchange_bare_import(tensor)
+        return import_tensor(tensor, device, stream)
+
     def capture(self, stream: Any, body: Callable[[], Read]) -> Tuple[Any, Read]:
         if self._memory is not None:
             raise NotImplementedError("dlsync's consumer runs on the simulated device only")
@@ -268,11 +294,15 @@ class DlsyncAdapter(Adapter):
 
 class DlsyncControlAdapter(DlsyncAdapter):
     """The negative control: dlsync's producer without ``dlsync.export`` and without a reuse
-    stream, and a consumer that drops the capsule instead of ``dlsync.tensor_release``."""
+    stream, and a consumer that drops the capsule instead of ``dlsync.tensor_release`` and,
+    in the exchange-table cell, takes the tensor with the table's bare conversion
+    (``managed_tensor_from_py_object_no_sync``) instead of ``dlsync.import_tensor``: nothing
+    orders the producer's stream before its read."""
 
     name = "dlsync-control"
     description = ("the control: dlsync's producer without dlsync.export, its consumer "
-                   "without dlsync.tensor_release (its stream cells must show a RACE)")
+                   "without dlsync.tensor_release and dlsync.import_tensor (its stream cells "
+                   "must show a RACE)")
     reference = False
     control = True
 

@@ -176,9 +176,10 @@ class Pair:
 
     # -- a gated exchange ----------------------------------------------------------------
     def exchange(self, seed: int, gated: bool, call: Callable[[Any, Any], Tuple[Read, Callable[[], bool]]],
-                 consumer_stream: Any) -> Run:
-        """The producer writes behind a gate on its stream; call(tensor, consumer_stream)
-        imports and reads (returns the read and whether it completed)."""
+                 consumer_stream: Any, make: Optional[Callable[[Any, Any], Any]] = None) -> Run:
+        """The producer writes behind a gate on its stream (make: the producer's ``make``
+        unless given); call(tensor, consumer_stream) imports and reads (returns the read
+        and whether it completed)."""
         run, values = Run(seed, gated), payload(seed)
         producer, stream = self.producer, self.producer_stream
         races = self.world.race_count()
@@ -188,7 +189,8 @@ class Pair:
             run.error = "the producer's stage: " + _error_text(error)
             return run
         with _no_collection():
-            tensor, read = self._held(run, staged, gated, call, consumer_stream)
+            tensor, read = self._held(run, staged, gated, call, consumer_stream,
+                                      make or producer.make)
         try:
             self.synchronize()
             if read is not None:
@@ -203,10 +205,10 @@ class Pair:
 
     def _held(self, run: Run, staged: Any, gated: bool,
               call: Callable[[Any, Any], Tuple[Read, Callable[[], bool]]],
-              consumer_stream: Any) -> Tuple[Any, Optional[Read]]:
+              consumer_stream: Any, make: Callable[[Any, Any], Any]) -> Tuple[Any, Optional[Read]]:
         """The part of a run while the gate is closed: the producer's make, the consumer's
         call, the window; the gate open again at the end."""
-        producer, stream = self.producer, self.producer_stream
+        stream = self.producer_stream
         tensor: Any = None
         read: Optional[Read] = None
         hold: Hold = self.world.hold(stream) if gated else _NOT_HELD
@@ -215,7 +217,7 @@ class Pair:
         try:
             hold.timer_start(HOST_BLOCK_LIMIT)
             try:
-                tensor = producer.make(staged, stream)
+                tensor = make(staged, stream)
                 read, ready = call(tensor, consumer_stream)
             finally:
                 run.blocked = hold.timer_stop()
@@ -240,7 +242,8 @@ class Pair:
     def exchange_call(self, device: Any) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
         def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
             assert self.options.exchange_import is not None
-            capsule = self.options.exchange_import(tensor, device, stream)
+            capsule = self.consumer.import_exchange(tensor, device, stream,
+                                                    self.options.exchange_import)
             read = self.consumer.consume(Imported(capsule, device), stream)
             return read, read.ready or self.consumer.marker(stream)
 
@@ -339,25 +342,27 @@ def stream_cell(pair: Pair, spec: CellSpec) -> Cell:
 
 def exchange_cell(pair: Pair) -> Cell:
     key = "exchange"
+    make = pair.producer.make_exchange
     try:
-        sample = pair.producer.make(pair.producer.stage(payload(0), pair.producer_stream),
-                                    pair.producer_stream)
+        sample = make(pair.producer.stage(payload(0), pair.producer_stream), pair.producer_stream)
+        has_table = hasattr(type(sample), "__dlpack_c_exchange_api__")
+        device = sample.__dlpack_device__()
+        pair.synchronize()
+        pair.producer.drop(sample)
     except Exception as error:
         return Cell(key, ERROR, "the producer's make: " + _error_text(error))
-    if not hasattr(type(sample), "__dlpack_c_exchange_api__"):
+    if not has_table:
         return _not_available(key, "the producer's type has no __dlpack_c_exchange_api__")
     if pair.options.exchange_import is None:
         # The hook: with a dlsync that has the exchange-table consumer (dlsync.import_tensor),
         # this cell imports through the producer's table onto the consumer's stream.
         return _not_available(key, "this dlsync has no exchange-table consumer "
                                    "(dlsync.import_tensor)")
-    device = sample.__dlpack_device__()
-    pair.synchronize()
     call = pair.exchange_call(device)
-    warm = pair.exchange(20, False, call, pair.consumer_stream)
+    warm = pair.exchange(20, False, call, pair.consumer_stream, make)
     if warm.error is not None or warm.unavailable is not None:
         return judge(key, [warm])
-    return judge(key, [pair.exchange(21 + run, True, call, pair.consumer_stream)
+    return judge(key, [pair.exchange(21 + run, True, call, pair.consumer_stream, make)
                        for run in range(pair.options.runs)])
 
 

@@ -129,6 +129,12 @@ class Adapter:
         stream, without waiting for it. Required of a producer."""
         raise NotImplementedError("the adapter is no producer (it has no make)")
 
+    def make_exchange(self, staged: Any, stream: Any) -> Any:
+        """The exchange-table cell's tensor: as ``make``, of a type with a DLPack C exchange
+        table (``__dlpack_c_exchange_api__``) whose ``current_work_stream`` names stream.
+        By default ``make``'s own (a framework whose tensor type has the table)."""
+        return self.make(staged, stream)
+
     def drop(self, tensor: Any) -> None:
         """The producer's own reference to tensor is gone (after the consumer imported it)."""
 
@@ -154,6 +160,14 @@ class Adapter:
         handle to ``tensor.__dlpack__``) and enqueues a read of all of it on stream. Required
         of a consumer."""
         raise NotImplementedError("the adapter is no consumer (it has no consume)")
+
+    def import_exchange(self, tensor: Any, device: Tuple[int, int], stream: Any,
+                        import_tensor: Callable[[Any, Tuple[int, int], Any], Any]) -> Any:
+        """The exchange-table cell's import of tensor onto stream, before ``consume`` reads
+        the capsule it returns: ``import_tensor`` is dlsync's exchange-table consumer
+        (``dlsync.import_tensor``: the tensor through its type's table, the producer's
+        current work stream ordered before stream). A control may leave the ordering out."""
+        return import_tensor(tensor, device, stream)
 
     def capture(self, stream: Any, body: Callable[[], Read]) -> Tuple[Any, Read]:
         """Captures body() (which calls ``consume`` on stream) into a graph on stream; returns
