@@ -114,6 +114,9 @@ void dl_sync__cond_renew(dl_sync__cond *cond);
    joined once. */
 void *dl_sync__thread_start(void (*run)(void *arg), void *arg);
 void dl_sync__thread_join(void *thread);
+/* Releases the handle of a thread that is not in this process: a forked child's copy of
+   its parent's. */
+void dl_sync__thread_drop(void *thread);
 
 /* Thread-local storage: C11's, or MSVC's own storage class (which has it in every
    version, in DLLs too). */

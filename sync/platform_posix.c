@@ -148,6 +148,10 @@ void dl_sync__thread_join(void *thread) {
   free(thread);
 }
 
+void dl_sync__thread_drop(void *thread) {
+  free(thread);
+}
+
 void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
 }

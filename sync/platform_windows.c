@@ -207,6 +207,10 @@ void dl_sync__thread_join(void *thread) {
   CloseHandle((HANDLE)thread);
 }
 
+void dl_sync__thread_drop(void *thread) {
+  CloseHandle((HANDLE)thread);
+}
+
 void dl_sync__on_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   (void)prepare;
   (void)parent;

@@ -5,6 +5,7 @@
 #define DL_SYNC_SIM_INTERNAL_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "dlsync/sim.h"
@@ -242,9 +243,11 @@ void dl_sync__sim_thread_exits_free(void); /* lock held */
 typedef struct sim_birth {
   void *(*start)(void *);
   void *arg;
-  pthread_key_t key;   /* the key the birth is filed under in the new thread */
-  uint64_t generation; /* of clock; 0: the creator knew nothing */
-  sim_clock clock;     /* what the creator knew when it created the thread */
+  pthread_key_t key;      /* the key the birth is filed under in the new thread */
+  uint64_t generation;    /* of clock; 0: the creator knew nothing */
+  sim_clock clock;        /* what the creator knew when it created the thread */
+  atomic_int exited;      /* set by the thread's exit; the next creation frees it */
+  struct sim_birth *next; /* the births listed (thread.c) */
 } sim_birth;
 
 /* thread_start.c (built without sanitizer instrumentation) */

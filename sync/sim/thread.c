@@ -76,6 +76,10 @@ static _Atomic uint64_t filings;
 static create_fn *next_create;
 static join_fn *next_join;
 #endif
+/* The births of the threads created, freed by the creation after their thread exits
+   (lock held): a forked child, which has none of its parent's other threads, still
+   reaches theirs. */
+static sim_birth *births;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t birth_key;
 static int key_made;
@@ -225,7 +229,20 @@ static void thread_exit(void *object) {
     record->next = atomic_load(&filed);
     while (!atomic_compare_exchange_weak(&filed, &record->next, record)) continue;
   }
-  free(birth);
+  if (birth != NULL) atomic_store(&birth->exited, 1); /* its last use here */
+}
+
+/* Frees the births of the threads that exited (lock held). */
+static void free_exited_births(void) {
+  for (sim_birth **at = &births; *at != NULL;) {
+    sim_birth *birth = *at;
+    if (atomic_load(&birth->exited)) {
+      *at = birth->next;
+      free(birth);
+    } else {
+      at = &birth->next;
+    }
+  }
 }
 
 static void make_key(void) {
@@ -295,6 +312,7 @@ static int create_with_edges(create_fn *create, pthread_t *thread, const pthread
     birth->arg = arg;
     birth->key = birth_key;
     birth->generation = 0;
+    atomic_init(&birth->exited, 0);
     /* A copy: what this thread does next is not handed over (each of its accesses
        advances its own component first). */
     const sim_clock *known = knowledge(own_birth());
@@ -308,6 +326,11 @@ static int create_with_edges(create_fn *create, pthread_t *thread, const pthread
                             : create(thread, attr, start, arg);
   for (struct sim_thread_exit *stale; error == 0 && (stale = take_exit(*thread, before)) != NULL;)
     free(stale);
+  free_exited_births();
+  if (error == 0 && birth != NULL) {
+    birth->next = births;
+    births = birth;
+  }
   pthread_mutex_unlock(&dl_sync__sim.lock);
   if (error != 0) free(birth);
   return error;
