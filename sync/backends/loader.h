@@ -60,6 +60,10 @@ int dl_sync__runtime_reject(dl_sync__runtime *rt, const char *fmt, ...) DL_SYNC_
    runtime numbers its capture errors as one range (cuda.h, driver_types.h,
    hip_runtime_api.h: "StreamCaptureUnsupported" to "StreamCaptureWrongThread"), which is
    ECAPTURE; anything else is EBACKEND. */
+static inline int dl_sync__other_error_status(int code, int first_capture, int last_capture) {
+  return code >= first_capture && code <= last_capture ? DL_SYNC_ECAPTURE : DL_SYNC_EBACKEND;
+}
+
 /* A potentially unsafe call (an event query or synchronization) made in the relaxed capture
    interaction mode, the caller's mode put back after: the runtimes' ThreadExchange-
    StreamCaptureMode calls, where in the global mode (the default) a thread "is prohibited
@@ -75,10 +79,6 @@ static inline int dl_sync__relaxed(int (*exchange)(int *mode), int relaxed_mode,
   code = call(event);
   int restored = exchange(&mode);
   return (code == 0 || code == not_ready) && restored != 0 ? restored : code;
-}
-
-static inline int dl_sync__other_error_status(int code, int first_capture, int last_capture) {
-  return code >= first_capture && code <= last_capture ? DL_SYNC_ECAPTURE : DL_SYNC_EBACKEND;
 }
 
 /* The library of backend when it is a built-in one (cuda_driver.c, cudart.c, hip.c), else
