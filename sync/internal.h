@@ -281,8 +281,8 @@ typedef struct dl_sync__borrowed {
    calling thread's cache of idle events, so that threads working on one device do not
    contend for its pool (in steady state no lock and no pool lookup). Only for an event
    that the calling thread takes and gives back within one call; an event that outlives the
-   call (owned by a graph or a tensor) comes from dl_sync__pool_acquire_recorded, whose
-   retry this shares. On failure nothing stays borrowed. */
+   call (owned by a graph or a tensor) comes from dl_sync__pool_acquire_recorded, which
+   retries the same way. On failure nothing stays borrowed. */
 int dl_sync__pool_borrow_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
                                   dl_sync__borrowed *out);
 /* The borrow alone (the event not recorded yet). */

@@ -19,7 +19,6 @@ enum { QUEUED_INTERVAL_MS = 1, GRAPHS_INTERVAL_MS = 50 };
 
 static dl_sync__mutex control = DL_SYNC__MUTEX_INIT; /* start and stop, one at a time */
 static void *thread;                                 /* under control */
-static void *forked_away; /* in a forked child, the parent's handle, until the next start */
 static atomic_int stopping, running;
 static DL_SYNC__THREAD_LOCAL int on_release_thread;
 
@@ -37,7 +36,7 @@ static void run(void *arg) {
 
 static void forget_in_child(void) {
   dl_sync__mutex_renew(&control);
-  forked_away = thread; /* the parent's; not in this process */
+  if (thread != NULL) dl_sync__thread_drop(thread); /* the parent's; not in this process */
   thread = NULL;
   atomic_store(&stopping, 0);
   atomic_store(&running, 0);
@@ -59,8 +58,6 @@ int dl_sync_release_thread_start(void) {
   dl_sync__once_run(&once, register_fork_handler);
   dl_sync__mutex_lock(&control);
   int status = DL_SYNC_OK;
-  if (forked_away != NULL) dl_sync__thread_drop(forked_away);
-  forked_away = NULL;
   if (thread == NULL) {
     dl_sync__pin_this_copy(); /* the thread runs this copy's code until it stops */
     atomic_store(&running, 1);
