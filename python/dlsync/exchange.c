@@ -66,16 +66,9 @@ static PyObject *py_export(PyObject *module, PyObject *const *args, Py_ssize_t n
   if (arg_objs == NULL) return NULL;
   dl_sync_stream view;
   dl_sync_stream_arg arg;
-  if (dl_sync_py_export_arguments(func, arg_objs, &view, &arg) != 0) return NULL;
-  int status;
-  if (!dl_sync_export_calls_runtime(view, arg)) { /* -1, its own stream, no streams */
-    status = dl_sync_export(view, arg);
-  } else {
-    PyThreadState *thread = PyEval_SaveThread();
-    status = dl_sync_export(view, arg);
-    PyEval_RestoreThread(thread);
-  }
-  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (dl_sync_py_export_arguments(func, arg_objs, &view, &arg) != 0 ||
+      dl_sync_py_export(view, arg) != 0)
+    return NULL;
   Py_RETURN_NONE;
 }
 

@@ -215,16 +215,7 @@ static PyObject *array_dlpack(exchange_array *self, PyObject *args, PyObject *kw
   static const char *const func = "dlsync.testing.ExchangeArray.__dlpack__";
   dl_sync_stream_arg arg;
   if (dl_sync_py_stream_arg(func, stream, &arg) != 0) return NULL;
-  dl_sync_stream producer = dl_sync_stream_view(self->device, current_stream);
-  int status;
-  if (!dl_sync_export_calls_runtime(producer, arg)) {
-    status = dl_sync_export(producer, arg);
-  } else {
-    PyThreadState *thread = PyEval_SaveThread();
-    status = dl_sync_export(producer, arg);
-    PyEval_RestoreThread(thread);
-  }
-  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (dl_sync_py_export(dl_sync_stream_view(self->device, current_stream), arg) != 0) return NULL;
   long major = 0;
   if (max_version != Py_None) {
     PyObject *first = PySequence_GetItem(max_version, 0);

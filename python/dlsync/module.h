@@ -33,6 +33,21 @@ static inline PyObject *const *dl_sync_py_arguments(const dl_sync_py_signature *
    and the consumer's argument (exchange.c); -1 with the exception set. */
 int dl_sync_py_export_arguments(const char *func, PyObject *const *args, dl_sync_stream *producer,
                                 dl_sync_stream_arg *consumer);
+/* dl_sync_export with the GIL let go only while it calls the runtime (inline: dlsync.export's
+   path); 0, or -1 with the status's exception set. */
+static inline int dl_sync_py_export(dl_sync_stream producer, dl_sync_stream_arg consumer) {
+  int status;
+  if (!dl_sync_export_calls_runtime(producer, consumer)) { /* -1, its own stream, no streams */
+    status = dl_sync_export(producer, consumer);
+  } else {
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_export(producer, consumer);
+    PyEval_RestoreThread(thread);
+  }
+  if (status == DL_SYNC_OK) return 0;
+  dl_sync_py_raise(status);
+  return -1;
+}
 
 /* The DLPack exchange table of obj's type (exchange_table.c): *api is NULL when the type has
    none; -1 with an exception set for an attribute that is no table. */

@@ -32,7 +32,7 @@ from ._core import (
     Read,
     payload,
 )
-from ._gates import Hold, World
+from ._gates import Hold, NoHold, World
 from .. import RELEASE_DEFERRED, RELEASE_GRAPH, RELEASED_NOW, RELEASED_ORDERED
 
 RELEASE_NAMES = {RELEASED_NOW: "released now", RELEASED_ORDERED: "ordered",
@@ -257,20 +257,7 @@ class Pair:
         return call
 
 
-class _NotHeld(Hold):
-    gated = False
-
-    def open(self) -> None:
-        pass
-
-    def timer_start(self, seconds: float) -> None:
-        pass
-
-    def timer_stop(self) -> bool:
-        return False
-
-
-_NOT_HELD = _NotHeld()
+_NOT_HELD = NoHold()  # an ungated (warm-up) run
 
 
 def judge(key: str, runs: List[Run], race_expected: bool = False,
@@ -309,6 +296,15 @@ def judge(key: str, runs: List[Run], race_expected: bool = False,
     return Cell(key, ORDERED, "; ".join(notes), race_expected, as_json)
 
 
+def _warm_then_gated(pair: Pair, seed: int, one: Callable[[int, bool], Run]) -> List[Run]:
+    """one(seed, False), the warm-up, then one(seed + 1 + i, True) for each gated run,
+    unless the warm-up failed or was not available (the gated runs would say it again)."""
+    warm = one(seed, False)
+    if warm.error is not None or warm.unavailable is not None:
+        return [warm]
+    return [one(seed + 1 + run, True) for run in range(pair.options.runs)]
+
+
 def _not_available(key: str, why: str) -> Cell:
     return Cell(key, NOT_AVAILABLE, why)
 
@@ -326,11 +322,7 @@ def stream_cell(pair: Pair, spec: CellSpec) -> Cell:
     except NotImplementedError as error:
         return _not_available(spec.key, str(error))
     call = pair.stream_call(spec)
-    warm = pair.exchange(10, False, call, stream)
-    if warm.error is not None or warm.unavailable is not None:  # the gated runs would say it again
-        runs = [warm]
-    else:
-        runs = [pair.exchange(11 + run, True, call, stream) for run in range(pair.options.runs)]
+    runs = _warm_then_gated(pair, 10, lambda seed, gated: pair.exchange(seed, gated, call, stream))
     cell = judge(spec.key, runs, race_expected=spec.argument == -1)
     note = _cpu_note(pair, spec)
     if note and cell.verdict == ORDERED:
@@ -359,11 +351,8 @@ def exchange_cell(pair: Pair) -> Cell:
         return _not_available(key, "this dlsync has no exchange-table consumer "
                                    "(dlsync.import_tensor)")
     call = pair.exchange_call(device)
-    warm = pair.exchange(20, False, call, pair.consumer_stream, make)
-    if warm.error is not None or warm.unavailable is not None:
-        return judge(key, [warm])
-    return judge(key, [pair.exchange(21 + run, True, call, pair.consumer_stream, make)
-                       for run in range(pair.options.runs)])
+    return judge(key, _warm_then_gated(
+        pair, 20, lambda seed, gated: pair.exchange(seed, gated, call, pair.consumer_stream, make)))
 
 
 def capture_cell(pair: Pair) -> Cell:
@@ -373,11 +362,8 @@ def capture_cell(pair: Pair) -> Cell:
     if type(pair.consumer).capture is Adapter.capture:
         return _not_available(key, f"the {pair.consumer.name} adapter has no graph capture")
     call = pair.capture_call()
-    warm = pair.exchange(30, False, call, pair.consumer_stream)
-    if warm.error is not None or warm.unavailable is not None:
-        return judge(key, [warm])
-    return judge(key, [pair.exchange(31 + run, True, call, pair.consumer_stream)
-                       for run in range(pair.options.runs)])
+    return judge(key, _warm_then_gated(
+        pair, 30, lambda seed, gated: pair.exchange(seed, gated, call, pair.consumer_stream)))
 
 
 # -- release -----------------------------------------------------------------------------
