@@ -188,7 +188,6 @@ static void test_a_record_naming_no_reuse_stream_defers(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(b));
 }
 
-/* The negative control: the deleter called directly, the reuse write races the read. */
 /* A record naming a reuse stream of another device than the tensor's (an older or another
    copy's, or a corrupt one: this copy never writes one) is not ordered onto: the release is
    deferred, and no stream of that device waits. */
@@ -215,6 +214,7 @@ static void test_a_reuse_stream_of_another_device_is_not_ordered(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(b));
 }
 
+/* The negative control: the deleter called directly, the reuse write races the read. */
 static void test_negative_control_a_direct_deleter_call_races(void **state) {
   (void)state;
   outcome out = reuse_after_release(DIRECT);
