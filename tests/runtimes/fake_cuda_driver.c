@@ -787,18 +787,7 @@ FAKE_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
    stream is capturing") and, as the fake is at least as strict as the driver, invalidates
    the captures that prohibited it. The fake counts such calls ("prohibited_calls"). */
 static int prohibited(void) {
-  int found = 0;
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
-    fake_capture *capture = fake_live_captures[i];
-    if (capture == NULL || capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
-    int own = capture->thread == &fake_thread_identity;
-    if ((own && capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
-        (!own && capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
-         capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
-      fake_capture_invalidate(capture);
-      found = 1;
-    }
-  }
+  int found = fake_cuda_prohibited(capture_mode);
   if (found) driver_counters.prohibited_calls++;
   return found;
 }

@@ -134,16 +134,7 @@ FAKE_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(int *mode) {
    and, the fake being at least as strict as the runtime, invalidates the captures that
    prohibited it. */
 static int prohibited(void) {
-  int found = 0;
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
-    fake_capture *capture = fake_live_captures[i];
-    if (capture == NULL || capture_mode == 2) continue;
-    int own = capture->thread == &fake_thread_identity;
-    if ((own && capture->mode != 2) || (!own && capture_mode == 0 && capture->mode == 0)) {
-      fake_capture_invalidate(capture);
-      found = 1;
-    }
-  }
+  int found = fake_cuda_prohibited(capture_mode);
   if (found) prohibited_calls++;
   return found;
 }

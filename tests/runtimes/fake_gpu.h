@@ -203,6 +203,25 @@ static void fake_capture_invalidate(fake_capture *capture) {
   capture->status = 2;
 }
 
+/* CUDA's rule, the driver's and the runtime's (modes 0 global, 1 thread-local, 2 relaxed in
+   both): whether the calling thread, in thread_mode, is prohibited from a potentially unsafe
+   call, by its own non-relaxed captures or by another thread's global-mode ones; the fake,
+   at least as strict as CUDA, invalidates the captures that prohibit it. The rule's source
+   stands at each fake's prohibited(). */
+__attribute__((unused)) static int fake_cuda_prohibited(int thread_mode) {
+  int found = 0;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+    fake_capture *capture = fake_live_captures[i];
+    if (capture == NULL || thread_mode == 2) continue;
+    int own = capture->thread == &fake_thread_identity;
+    if ((own && capture->mode != 2) || (!own && thread_mode == 0 && capture->mode == 0)) {
+      fake_capture_invalidate(capture);
+      found = 1;
+    }
+  }
+  return found;
+}
+
 /* Every stream that joined the capture leaves it, with no capture dependencies left. */
 static void fake_capture_leave_all(const fake_capture *capture) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
