@@ -10,7 +10,6 @@
  * tensor given back through its deleter, the object untouched.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -186,13 +185,6 @@ static void test_negative_control_the_bare_conversion_races(void **state) {
 
 /* --- by value, every time: the producer's stream held ---------------------------------- */
 
-static atomic_int gate_open;
-
-static void gate(void *arg) {
-  (void)arg;
-  while (!atomic_load(&gate_open)) sched_yield();
-}
-
 /* The producer's stream is held before its write: without the ordering the consumer's
    read certainly runs first. Returns the wrong words the consumer read. */
 static int64_t held_producer(int bare) {
@@ -201,8 +193,7 @@ static int64_t held_producer(int bare) {
   array.data.racy = bare;
   dl_sync_sim_stream *a = new_stream(), *b = new_stream();
   table_producer_use_stream(0, a);
-  atomic_store(&gate_open, 0);
-  CHECK_SIM(dl_sync_sim_launch(a, "gate", gate, NULL, NULL, 0));
+  CHECK_SIM(launch_gate(a));
   CHECK_SIM(launch_producer(a, &array.data, 40));
   const DLPackExchangeAPI *api = &table_producers[0].api;
   DLManagedTensorVersioned *t = NULL;
@@ -212,7 +203,7 @@ static int64_t held_producer(int bare) {
     CHECK_DL(dl_sync_exchange_import(api, &array, sim_view(b, 0), &t));
   CHECK_SIM(launch_consumer(b, data_of(t), 40));
   if (bare) CHECK_SIM(dl_sync_sim_stream_synchronize(b)); /* the read is done: it saw zeros */
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_device_synchronize());
   dl_sync_sim_host_access("test reads mismatches", &array.data.mismatches, DL_SYNC_SIM_READ);
   assert_int_equal(
@@ -387,8 +378,7 @@ static void release_then_reuse(int direct, int *released, int64_t *mismatches, u
   CHECK_SIM(launch_producer(a, &array.data, 1));
   DLManagedTensorVersioned *t = NULL;
   CHECK_DL(dl_sync_exchange_import(&table_producers[0].api, &array, sim_view(b, 0), &t));
-  atomic_store(&gate_open, 0);
-  CHECK_SIM(dl_sync_sim_launch(b, "gate", gate, NULL, NULL, 0));
+  CHECK_SIM(launch_gate(b));
   CHECK_SIM(launch_consumer(b, data_of(t), 1));
   if (direct) {
     t->deleter(t);
@@ -399,7 +389,7 @@ static void release_then_reuse(int direct, int *released, int64_t *mismatches, u
   assert_int_equal(atomic_load(&array.deleted), 1);         /* the block is the pool's again */
   CHECK_SIM(launch_producer(a, &array.data, 2));            /* its next user, on A at once */
   if (direct) CHECK_SIM(dl_sync_sim_stream_synchronize(a)); /* the write landed */
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_device_synchronize());
   dl_sync_sim_host_access("test reads mismatches", &array.data.mismatches, DL_SYNC_SIM_READ);
   *mismatches = array.data.mismatches;
@@ -440,12 +430,11 @@ static void test_a_release_of_another_producers_tensor_is_deferred(void **state)
   table_producer_use_stream(0, a);
   DLManagedTensorVersioned *t = NULL;
   CHECK_DL(dl_sync_exchange_import(&table_producers[0].api, &array, sim_view(b, 0), &t));
-  atomic_store(&gate_open, 0);
-  CHECK_SIM(dl_sync_sim_launch(b, "gate", gate, NULL, NULL, 0));
+  CHECK_SIM(launch_gate(b));
   assert_int_equal(dl_sync_tensor_release(t, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
   assert_int_equal(dl_sync_release_poll(), 0);
   assert_int_equal(atomic_load(&array.deleted), 0);
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_stream_synchronize(b));
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(dl_sync_release_poll(), 0);

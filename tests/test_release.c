@@ -84,19 +84,6 @@ static void make_tensor(producer_tensor *p, block_pool *pool, pattern *block, vo
   p->stream = stream;
 }
 
-/* A kernel that holds its stream until the test opens the gate. */
-static atomic_int gate_open;
-
-static void gate(void *arg) {
-  (void)arg;
-  while (!atomic_load(&gate_open)) sched_yield();
-}
-
-static void hold(void *stream) {
-  atomic_store(&gate_open, 0);
-  CHECK_SIM(dl_sync_sim_launch(stream, "gate", gate, NULL, NULL, 0));
-}
-
 enum { DIRECT, PARTICIPATING, FOREIGN };
 
 typedef struct outcome {
@@ -121,7 +108,7 @@ static outcome reuse_after_release(int producer_kind) {
   if (producer_kind == PARTICIPATING)
     CHECK_DL(dl_sync_tensor_record_reuse(&p.tensor, sim_view(a, 0), sim_view(a, 0)));
   CHECK_DL(dl_sync_export(sim_view(a, 0), dl_sync_stream_arg_int((int64_t)(intptr_t)b)));
-  hold(b);
+  CHECK_SIM(launch_gate(b));
   CHECK_SIM(launch_consumer(b, &block, 1));
   outcome out = {.released = -100};
   if (producer_kind == DIRECT)
@@ -136,7 +123,7 @@ static outcome reuse_after_release(int producer_kind) {
   /* Without the dependency, the reuse write lands while the read is held: then the read
      sees it every time. (With it, A waits for B: A cannot be waited for here.) */
   if (producer_kind == DIRECT) CHECK_SIM(dl_sync_sim_stream_synchronize(a));
-  atomic_store(&gate_open, 1);
+  open_gate();
   if (producer_kind == FOREIGN) { /* the deleter runs once a later call finds the read done */
     for (int i = 0; i < 100000 && dl_sync_release_poll() == 0; i++) sched_yield();
     assert_int_equal(atomic_load(&p.deleted), 1);
@@ -189,11 +176,11 @@ static void test_a_record_naming_no_reuse_stream_defers(void **state) {
   const dl_sync_tensor_event_owner *record = p.tensor.manager_ctx;
   assert_true(record->abi_minor >= 2);
   assert_int_equal(record->reuse_device.device_type, 0);
-  hold(b);
+  CHECK_SIM(launch_gate(b));
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
   assert_int_equal(atomic_load(&p.deleted), 0);
   assert_int_equal(dl_sync_release_poll(), 0); /* the consumer's work is held */
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_stream_synchronize(b));
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(atomic_load(&p.deleted), 1);
@@ -201,7 +188,6 @@ static void test_a_record_naming_no_reuse_stream_defers(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(b));
 }
 
-/* The negative control: the deleter called directly, the reuse write races the read. */
 /* A record naming a reuse stream of another device than the tensor's (an older or another
    copy's, or a corrupt one: this copy never writes one) is not ordered onto: the release is
    deferred, and no stream of that device waits. */
@@ -228,6 +214,7 @@ static void test_a_reuse_stream_of_another_device_is_not_ordered(void **state) {
   CHECK_SIM(dl_sync_sim_stream_destroy(b));
 }
 
+/* The negative control: the deleter called directly, the reuse write races the read. */
 static void test_negative_control_a_direct_deleter_call_races(void **state) {
   (void)state;
   outcome out = reuse_after_release(DIRECT);
@@ -472,11 +459,11 @@ static void test_bad_releases_leave_the_tensor_to_the_caller(void **state) {
   assert_error_mentions("which has no streams");
   assert_int_equal(atomic_load(&on_cpu.deleted), 0);
   assert_int_equal(atomic_load(&p.deleted), 0);
-  hold(b);
+  CHECK_SIM(launch_gate(b));
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
   assert_int_equal(dl_sync_tensor_release(&p.tensor, sim_view(b, 0)), DL_SYNC_EINVAL);
   assert_error_mentions("is already released");
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_stream_synchronize(b));
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(atomic_load(&p.deleted), 1);
@@ -594,7 +581,7 @@ static void test_threads_release_at_once(void **state) {
 
 /* A test that fails behind a closed gate would leave its stream held for ever. */
 static int open_the_gate_and_leave(void **state) {
-  atomic_store(&gate_open, 1);
+  open_gate();
   return leave_sim(state);
 }
 

@@ -17,7 +17,6 @@
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers, nanosleep */
 #include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -85,19 +84,6 @@ static int end_capture(dl_sync_sim_stream *stream) {
   return error;
 }
 
-/* A kernel that holds its stream until the test opens the gate. */
-static atomic_int gate_open;
-
-static void gate(void *arg) {
-  (void)arg;
-  while (!atomic_load(&gate_open)) sched_yield();
-}
-
-static void hold(dl_sync_sim_stream *stream) {
-  atomic_store(&gate_open, 0);
-  CHECK_SIM(dl_sync_sim_launch(stream, "gate", gate, NULL, NULL, 0));
-}
-
 /* --- the control backend: the simulator's, without the rules under test --------------- */
 
 static dl_sync_backend control;
@@ -142,7 +128,7 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-  atomic_store(&gate_open, 1);
+  open_gate();
   dl_sync_release_thread_stop();
   dl_sync_shutdown();
   return leave_sim(state);
@@ -453,7 +439,7 @@ static void test_a_deleter_may_call_dlsync(void **state) {
   (void)state;
   dl_sync_sim_stream *outer_stream = new_stream();
   inner_stream = new_stream();
-  hold(inner_stream);
+  CHECK_SIM(launch_gate(inner_stream));
   make(&inner);
   tensor outer;
   make(&outer);
@@ -465,7 +451,7 @@ static void test_a_deleter_may_call_dlsync(void **state) {
   assert_int_equal(atomic_load(&outer.deleted), 1);
   assert_int_equal(atomic_load(&inner_status), DL_SYNC_RELEASE_DEFERRED);
   assert_int_equal(atomic_load(&inner_polled), 0); /* the inner read still held */
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_device_synchronize());
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(atomic_load(&inner.deleted), 1);
@@ -536,10 +522,9 @@ static void test_a_poll_asks_one_event_per_stream(void **state) {
   enum { STREAMS = 3, DEPTH = 1000 };
   dl_sync_sim_stream *streams[STREAMS];
   static tensor held[STREAMS][DEPTH];
-  atomic_store(&gate_open, 0);
   for (int s = 0; s < STREAMS; s++) {
     streams[s] = new_stream();
-    CHECK_SIM(dl_sync_sim_launch(streams[s], "gate", gate, NULL, NULL, 0));
+    CHECK_SIM(launch_gate(streams[s]));
     for (int i = 0; i < DEPTH; i++) {
       make(&held[s][i]);
       assert_int_equal(dl_sync_tensor_release(&held[s][i].managed, sim_view(streams[s], 0)),
@@ -549,7 +534,7 @@ static void test_a_poll_asks_one_event_per_stream(void **state) {
   atomic_store(&queries, 0);
   for (int poll = 0; poll < 10; poll++) assert_int_equal(dl_sync_release_poll(), 0);
   assert_int_equal(atomic_load(&queries), 10 * STREAMS);
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_device_synchronize());
   atomic_store(&queries, 0);
   assert_int_equal(dl_sync_release_poll(), STREAMS * DEPTH);
@@ -584,7 +569,7 @@ static void test_a_finished_release_gives_its_event_back(void **state) {
 static void test_a_pending_tensor_is_released_once(void **state) {
   (void)state;
   dl_sync_sim_stream *b = new_stream();
-  hold(b);
+  CHECK_SIM(launch_gate(b));
   tensor t;
   make(&t);
   assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
@@ -598,7 +583,7 @@ static void test_a_pending_tensor_is_released_once(void **state) {
   assert_error_mentions("is already released");
   t.managed.dl_tensor.device = (DLDevice){kDLCUDA, 0};
   assert_int_equal(atomic_load(&t.deleted), 0);
-  atomic_store(&gate_open, 1);
+  open_gate();
   CHECK_SIM(dl_sync_sim_stream_synchronize(b));
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(atomic_load(&t.deleted), 1);
@@ -664,14 +649,14 @@ static void test_the_release_thread_finishes_releases_without_a_poll(void **stat
   CHECK_DL(dl_sync_release_thread_start()); /* once */
   assert_int_equal(dl_sync_release_thread_running(), 1);
   dl_sync_sim_stream *b = new_stream();
-  hold(b);
+  CHECK_SIM(launch_gate(b));
   tensor t;
   make(&t);
   assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
   struct timespec ms = {0, 1000000};
   for (int i = 0; i < 20; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 0); /* the read still held */
-  atomic_store(&gate_open, 1);
+  open_gate();
   for (int i = 0; i < 5000 && atomic_load(&t.deleted) == 0; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 1);
   /* dl_sync_shutdown pauses it and leaves it running */

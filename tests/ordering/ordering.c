@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "ordering.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct job {
@@ -48,6 +50,22 @@ int launch_consumer(void *stream, pattern *p, int32_t expected) {
   dl_sync_sim_access accesses[] = {{p->words, DL_SYNC_SIM_READ},
                                    {&p->mismatches, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
   return dl_sync_sim_launch(stream, "consumer", consumer, new_job(p, expected), accesses, 2);
+}
+
+static atomic_int gate_open;
+
+static void gate(void *arg) {
+  (void)arg;
+  while (!atomic_load(&gate_open)) sched_yield();
+}
+
+int launch_gate(void *stream) {
+  atomic_store(&gate_open, 0);
+  return dl_sync_sim_launch(stream, "gate", gate, NULL, NULL, 0);
+}
+
+void open_gate(void) {
+  atomic_store(&gate_open, 1);
 }
 
 dl_sync_stream sim_view(void *stream, int32_t device) {

@@ -24,6 +24,9 @@ typedef struct pattern {
 int launch_producer(void *stream, pattern *p, int32_t value);
 /* Launches the consumer on stream: counts words that differ from expected. */
 int launch_consumer(void *stream, pattern *p, int32_t expected);
+/* Closes the gate and launches on stream a kernel that holds it until open_gate(). */
+int launch_gate(void *stream);
+void open_gate(void);
 /* In cmocka tests: fail with the simulator's or dlsync's message. */
 #define CHECK_SIM(call)                                                         \
   do {                                                                          \

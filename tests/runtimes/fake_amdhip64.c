@@ -204,11 +204,6 @@ FAKE_EXPORT hipError_t hipStreamCreate(hipStream_t *stream) {
    hipamd rocm-5.2.3, where nothing reads it; read from 5.5 as hip::tls.stream_capture_mode_).
    */
 static _Thread_local int capture_mode = CAPTURE_GLOBAL;
-static _Thread_local char thread_identity;
-/* The captures begun and not ended, with their mode and thread: g_captureStreams holds the
-   global-mode ones of every thread, tls.capture_streams_ a thread's non-relaxed ones
-   (hipStreamBeginCapture_common, clr rocm-6.2.0 hip_graph.cpp). */
-static fake_capture *live_captures[FAKE_MAX_STREAMS];
 
 FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
   if (mode == NULL || *mode < 0 || *mode > 2) return answer(hipErrorInvalidValue);
@@ -219,23 +214,21 @@ FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
   return answer(hipSuccess);
 }
 
-static void forget_capture(const fake_capture *capture) {
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
-    if (live_captures[i] == capture) live_captures[i] = NULL;
-}
-
 enum { GLOBAL_ONES, OWN_ONES };
 
 /* Invalidates every global-mode capture of any thread (GLOBAL_ONES), or the calling thread's
-   non-relaxed ones (OWN_ONES); whether there was one. */
+   non-relaxed ones (OWN_ONES); whether there was one. Of the captures begun and not ended
+   (fake_live_captures), g_captureStreams holds the global-mode ones of every thread,
+   tls.capture_streams_ a thread's non-relaxed ones (hipStreamBeginCapture_common, clr
+   rocm-6.2.0 hip_graph.cpp). */
 static int invalidate_captures(int which) {
   int found = 0;
   for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
-    fake_capture *capture = live_captures[i];
+    fake_capture *capture = fake_live_captures[i];
     if (capture == NULL) continue;
     int hit = which == GLOBAL_ONES
                   ? capture->mode == CAPTURE_GLOBAL
-                  : capture->thread == &thread_identity && capture->mode != CAPTURE_RELAXED;
+                  : capture->thread == &fake_thread_identity && capture->mode != CAPTURE_RELAXED;
     if (hit) fake_capture_invalidate(capture);
     found |= hit;
   }
@@ -257,14 +250,8 @@ FAKE_EXPORT hipError_t hipStreamBeginCapture(hipStream_t handle, int mode) {
   if (is_null_stream(stream)) return answer(hipErrorStreamCaptureUnsupported);
   if (mode < 0 || mode > 2) return answer(hipErrorInvalidValue);
   if (stream->capture != NULL) return answer(hipErrorIllegalState);
-  int slot = 0;
-  while (slot < FAKE_MAX_STREAMS && live_captures[slot] != NULL) slot++;
-  if (slot == FAKE_MAX_STREAMS) return answer(hipErrorInvalidValue); /* the fake's limit */
-  fake_capture_begin(stream);
-  stream->capture->mode = mode;
-  stream->capture->thread = &thread_identity;
+  if (!fake_capture_begin(stream, mode)) return answer(hipErrorInvalidValue); /* the fake's limit */
   stream->deps.count = 0;
-  live_captures[slot] = stream->capture;
   return answer(hipSuccess);
 }
 
@@ -281,9 +268,9 @@ FAKE_EXPORT hipError_t hipStreamEndCapture(hipStream_t handle, hipGraph_t *graph
   fake_capture *capture = stream->capture;
   if (capture == NULL) return answer(hipErrorIllegalState);
   if (capture->origin != stream) return answer(hipErrorStreamCaptureUnmatched);
-  if (capture->mode != CAPTURE_RELAXED && capture->thread != &thread_identity)
+  if (capture->mode != CAPTURE_RELAXED && capture->thread != &fake_thread_identity)
     return answer(hipErrorStreamCaptureWrongThread);
-  forget_capture(capture);
+  fake_capture_unlist(capture);
   *graph = fake_capture_end(stream);
   return answer(*graph != NULL ? hipSuccess : hipErrorStreamCaptureInvalidated);
 }
@@ -296,7 +283,7 @@ FAKE_EXPORT hipError_t hipGraphDestroy(hipGraph_t graph) {
 /* A capture whose origin stream is destroyed ends without a graph (Stream::EndCapture, which
    frees nothing: the graph stays allocated): every stream leaves it. */
 static void drop_capture(fake_capture *capture) {
-  forget_capture(capture);
+  fake_capture_unlist(capture);
   fake_capture_leave_all(capture);
 }
 

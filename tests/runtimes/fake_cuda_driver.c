@@ -198,9 +198,6 @@ static struct {
 static unsigned long long next_context_id = 1;
 /* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
 static _Thread_local int capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-static _Thread_local char thread_identity; /* its address names the calling thread */
-/* The captures in progress (begun and not ended), for the capture-mode rules. */
-static fake_capture *live_captures[FAKE_MAX_STREAMS];
 
 /* CUDA_ERROR_STUB_LIBRARY: "Applications that run with the stub rather than a real driver
    loaded will result in CUDA API returning this error." cuUserObjectCreate: "Destructor
@@ -379,12 +376,13 @@ static CUresult change_current(fake_context *was, fake_context *next) {
   if (was == next) return CUDA_SUCCESS;
   CUresult result = CUDA_SUCCESS;
   pthread_mutex_lock(&green_lock);
-  if (next != NULL && next->green && next->holder != NULL && next->holder != &thread_identity) {
+  if (next != NULL && next->green && next->holder != NULL &&
+      next->holder != &fake_thread_identity) {
     driver_counters.green_second_thread++;
     result = CUDA_ERROR_INVALID_CONTEXT;
   } else {
-    if (was != NULL && was->green && was->holder == &thread_identity) was->holder = NULL;
-    if (next != NULL && next->green) next->holder = &thread_identity;
+    if (was != NULL && was->green && was->holder == &fake_thread_identity) was->holder = NULL;
+    if (next != NULL && next->green) next->holder = &fake_thread_identity;
   }
   pthread_mutex_unlock(&green_lock);
   return result;
@@ -411,14 +409,14 @@ static fake_stream *per_thread_of(fake_context *context) {
   int free_slot = -1;
   for (int i = 0; i < FAKE_MAX_PER_THREAD && found == NULL; i++) {
     if (per_thread_streams[i].context == NULL && free_slot < 0) free_slot = i;
-    if (per_thread_streams[i].thread == &thread_identity &&
+    if (per_thread_streams[i].thread == &fake_thread_identity &&
         per_thread_streams[i].context == context)
       found = per_thread_streams[i].stream;
   }
   if (found == NULL && free_slot >= 0) {
     found = calloc(1, sizeof *found);
     *found = (fake_stream){.device = context->device, .context = context, .per_thread = 1};
-    per_thread_streams[free_slot].thread = &thread_identity;
+    per_thread_streams[free_slot].thread = &fake_thread_identity;
     per_thread_streams[free_slot].context = context;
     per_thread_streams[free_slot].stream = found;
   }
@@ -789,18 +787,7 @@ FAKE_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
    stream is capturing") and, as the fake is at least as strict as the driver, invalidates
    the captures that prohibited it. The fake counts such calls ("prohibited_calls"). */
 static int prohibited(void) {
-  int found = 0;
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
-    fake_capture *capture = live_captures[i];
-    if (capture == NULL || capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
-    int own = capture->thread == &thread_identity;
-    if ((own && capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
-        (!own && capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
-         capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
-      fake_capture_invalidate(capture);
-      found = 1;
-    }
-  }
+  int found = fake_cuda_prohibited(capture_mode);
   if (found) driver_counters.prohibited_calls++;
   return found;
 }
@@ -1107,13 +1094,7 @@ static CUresult begin_capture(CUstream hStream, int mode) {
   CUresult error = resolve(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
   if (is_legacy(stream) || stream->capture != NULL) return CUDA_ERROR_INVALID_VALUE;
-  int slot = 0;
-  while (slot < FAKE_MAX_STREAMS && live_captures[slot] != NULL) slot++;
-  if (slot == FAKE_MAX_STREAMS) return CUDA_ERROR_OUT_OF_MEMORY;
-  fake_capture_begin(stream);
-  stream->capture->mode = mode;
-  stream->capture->thread = &thread_identity;
-  live_captures[slot] = stream->capture;
+  if (!fake_capture_begin(stream, mode)) return CUDA_ERROR_OUT_OF_MEMORY;
   return CUDA_SUCCESS;
 }
 
@@ -1236,8 +1217,7 @@ static fake_graph *end_capture(fake_stream *origin) {
   origin->capture = ended; /* fake_capture_end reads it */
   for (size_t i = 0; i < event_count; i++)
     if (events[i]->capture == capture) events[i]->capture = NULL;
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
-    if (live_captures[i] == capture) live_captures[i] = NULL;
+  fake_capture_unlist(capture);
   fake_graph *graph = fake_capture_end(origin);
   origin->capture = NULL;
   return graph;

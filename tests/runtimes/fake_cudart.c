@@ -109,11 +109,9 @@ FAKE_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-/* The calling thread's capture interaction mode and identity, and the captures in progress
-   (begun and not ended), for the rules of cudaThreadExchangeStreamCaptureMode. */
+/* The calling thread's capture interaction mode, for the rules of
+   cudaThreadExchangeStreamCaptureMode. */
 static _Thread_local int capture_mode; /* cudaStreamCaptureModeGlobal, "the default mode" */
-static _Thread_local char thread_identity;
-static fake_capture *live_captures[FAKE_MAX_STREAMS];
 
 /* cudaThreadExchangeStreamCaptureMode: "Sets the calling thread's stream capture interaction
    mode to the value contained in *mode, and overwrites *mode with the previous mode for the
@@ -136,16 +134,7 @@ FAKE_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(int *mode) {
    and, the fake being at least as strict as the runtime, invalidates the captures that
    prohibited it. */
 static int prohibited(void) {
-  int found = 0;
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
-    fake_capture *capture = live_captures[i];
-    if (capture == NULL || capture_mode == 2) continue;
-    int own = capture->thread == &thread_identity;
-    if ((own && capture->mode != 2) || (!own && capture_mode == 0 && capture->mode == 0)) {
-      fake_capture_invalidate(capture);
-      found = 1;
-    }
-  }
+  int found = fake_cuda_prohibited(capture_mode);
   if (found) prohibited_calls++;
   return found;
 }
@@ -155,13 +144,7 @@ FAKE_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t handle, int mode) {
   fake_stream *stream = resolve(handle);
   if (is_legacy(stream) || stream->capture != NULL || mode < 0 || mode > 2)
     return answer(cudaErrorInvalidValue);
-  int slot = 0;
-  while (slot < FAKE_MAX_STREAMS && live_captures[slot] != NULL) slot++;
-  if (slot == FAKE_MAX_STREAMS) return answer(cudaErrorInvalidValue);
-  fake_capture_begin(stream);
-  stream->capture->mode = mode;
-  stream->capture->thread = &thread_identity;
-  live_captures[slot] = stream->capture;
+  if (!fake_capture_begin(stream, mode)) return answer(cudaErrorInvalidValue);
   return cudaSuccess;
 }
 
@@ -170,8 +153,7 @@ FAKE_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t handle, int mode) {
 FAKE_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t *graph) {
   fake_stream *stream = resolve(handle);
   if (stream->capture == NULL) return answer(cudaErrorInvalidValue);
-  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
-    if (live_captures[i] == stream->capture) live_captures[i] = NULL;
+  fake_capture_unlist(stream->capture);
   *graph = fake_capture_end(stream);
   return *graph != NULL ? cudaSuccess : answer(cudaErrorStreamCaptureInvalidated);
 }

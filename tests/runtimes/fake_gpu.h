@@ -64,8 +64,8 @@ typedef struct fake_capture {
   int status; /* 1 active, 2 invalidated */
   fake_graph *graph;
   struct fake_stream *origin; /* the stream it began on */
-  int mode;                   /* the driver's CUstreamCaptureMode; 0 in the runtimes */
-  const void *thread;         /* the driver: the thread that began it */
+  int mode;                   /* the capture interaction mode it began in */
+  const void *thread;         /* the thread that began it (fake_thread_identity) */
 } fake_capture;
 
 typedef struct fake_stream {
@@ -171,17 +171,55 @@ FAKE_RUNTIMES_ONLY static int fake_any_capture_on(int device) {
   return fake_blocking_capture_on(device, NULL, &fake_per_thread[device]);
 }
 
-static void fake_capture_begin(fake_stream *stream) {
+static _Thread_local char fake_thread_identity; /* its address names the calling thread */
+/* The captures in progress (begun and not ended), for the capture-mode rules. */
+static fake_capture *fake_live_captures[FAKE_MAX_STREAMS];
+
+/* Begins a capture in mode on stream, by the calling thread, listed as in progress; false,
+   and nothing begun, when the fake's list is full. */
+static int fake_capture_begin(fake_stream *stream, int mode) {
+  int slot = 0;
+  while (slot < FAKE_MAX_STREAMS && fake_live_captures[slot] != NULL) slot++;
+  if (slot == FAKE_MAX_STREAMS) return 0;
   fake_capture *capture = calloc(1, sizeof *capture);
   capture->id = fake_next_capture_id++;
   capture->status = 1;
   capture->graph = calloc(1, sizeof *capture->graph);
   capture->origin = stream;
+  capture->mode = mode;
+  capture->thread = &fake_thread_identity;
   stream->capture = capture;
+  fake_live_captures[slot] = capture;
+  return 1;
+}
+
+/* The capture is no longer in progress. */
+static void fake_capture_unlist(const fake_capture *capture) {
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+    if (fake_live_captures[i] == capture) fake_live_captures[i] = NULL;
 }
 
 static void fake_capture_invalidate(fake_capture *capture) {
   capture->status = 2;
+}
+
+/* CUDA's rule, the driver's and the runtime's (modes 0 global, 1 thread-local, 2 relaxed in
+   both): whether the calling thread, in thread_mode, is prohibited from a potentially unsafe
+   call, by its own non-relaxed captures or by another thread's global-mode ones; the fake,
+   at least as strict as CUDA, invalidates the captures that prohibit it. The rule's source
+   stands at each fake's prohibited(). */
+__attribute__((unused)) static int fake_cuda_prohibited(int thread_mode) {
+  int found = 0;
+  for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
+    fake_capture *capture = fake_live_captures[i];
+    if (capture == NULL || thread_mode == 2) continue;
+    int own = capture->thread == &fake_thread_identity;
+    if ((own && capture->mode != 2) || (!own && thread_mode == 0 && capture->mode == 0)) {
+      fake_capture_invalidate(capture);
+      found = 1;
+    }
+  }
+  return found;
 }
 
 /* Every stream that joined the capture leaves it, with no capture dependencies left. */

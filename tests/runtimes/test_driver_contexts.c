@@ -849,6 +849,38 @@ static void test_dead_releases_hold_no_other_up(void **state) {
 
 /* ---- green contexts ------------------------------------------------------------------ */
 
+/* A thread the test steps through phases 1, 2, 3: phases_tell(p, n) tells it to do phase n
+   and returns once it has; the thread waits for each (phases_await) and reports it done
+   (phases_done). */
+typedef struct phases {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int told, done;
+} phases;
+#define PHASES_INIT \
+  { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER }
+
+static void phases_tell(phases *p, int phase) {
+  pthread_mutex_lock(&p->lock);
+  p->told = phase;
+  pthread_cond_broadcast(&p->changed);
+  while (p->done < phase) pthread_cond_wait(&p->changed, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
+static void phases_await(phases *p, int phase) {
+  pthread_mutex_lock(&p->lock);
+  while (p->told < phase) pthread_cond_wait(&p->changed, &p->lock);
+  pthread_mutex_unlock(&p->lock);
+}
+
+static void phases_done(phases *p, int phase) {
+  pthread_mutex_lock(&p->lock);
+  p->done = phase;
+  pthread_cond_broadcast(&p->changed);
+  pthread_mutex_unlock(&p->lock);
+}
+
 /* cuGreenCtxCreate: "a green context can be current to only one thread at a time". A
    framework thread has G0 current; another thread exports from a stream of G0 while G0's
    pool is empty. dlsync refuses (ENOTSUP, saying why and what to do) and never tries to
@@ -856,36 +888,21 @@ static void test_dead_releases_hold_no_other_up(void **state) {
    other thread, which makes none. The control: making G0 current on the other thread is
    what the fake answers with an error and counts ("green_second_thread"). */
 typedef struct green_holder {
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  int phase; /* told: 1 make G0 current, 2 export once, 3 let it go */
-  int done, status;
+  phases steps; /* 1 make G0 current, 2 export once, 3 let it go */
+  int status;
 } green_holder;
-
-static void holder_tell(green_holder *h, int phase) {
-  pthread_mutex_lock(&h->lock);
-  h->phase = phase;
-  pthread_cond_broadcast(&h->changed);
-  while (h->done < phase) pthread_cond_wait(&h->changed, &h->lock);
-  pthread_mutex_unlock(&h->lock);
-}
 
 static void *hold_green(void *arg) {
   green_holder *h = arg;
   for (int phase = 1; phase <= 3; phase++) {
-    pthread_mutex_lock(&h->lock);
-    while (h->phase < phase) pthread_cond_wait(&h->changed, &h->lock);
-    pthread_mutex_unlock(&h->lock);
+    phases_await(&h->steps, phase);
     if (phase == 1) CU(ctx_fn, "cuCtxSetCurrent", contexts[G0]);
     if (phase == 2)
       h->status =
           dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, explicit_streams[G0]),
                            dl_sync_stream_view((DLDevice){kDLCUDA, 0}, CU_LEGACY));
     if (phase == 3) CU(ctx_fn, "cuCtxSetCurrent", NULL);
-    pthread_mutex_lock(&h->lock);
-    h->done = phase;
-    pthread_cond_broadcast(&h->changed);
-    pthread_mutex_unlock(&h->lock);
+    phases_done(&h->steps, phase);
   }
   return NULL;
 }
@@ -895,10 +912,10 @@ static void test_a_green_contexts_pool_is_filled_only_where_it_is_current(void *
   if (context_count == G0) skip(); /* a driver without green contexts */
   DL_OK(dl_sync_shutdown());       /* every pool cold */
   set_caller(P0);
-  green_holder h = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+  green_holder h = {.steps = PHASES_INIT};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, hold_green, &h), 0);
-  holder_tell(&h, 1);
+  phases_tell(&h.steps, 1);
   DLDevice d0 = {kDLCUDA, 0};
   dl_sync_stream green = dl_sync_stream_view(d0, explicit_streams[G0]);
   dl_sync_stream consumer = dl_sync_stream_view(d0, explicit_streams[P0]);
@@ -918,7 +935,7 @@ static void test_a_green_contexts_pool_is_filled_only_where_it_is_current(void *
   assert_int_equal(counter("event_create") - created, 0);
   assert_ptr_equal(current(), contexts[P0]);
 
-  holder_tell(&h, 2); /* the framework thread's own export warms G0's pool */
+  phases_tell(&h.steps, 2); /* the framework thread's own export warms G0's pool */
   assert_int_equal(h.status, DL_SYNC_OK);
   created = counter("event_create");
   for (int i = 0; i < 3; i++) {
@@ -932,7 +949,7 @@ static void test_a_green_contexts_pool_is_filled_only_where_it_is_current(void *
   assert_int_equal(counter("event_create") - created, 0);
   assert_int_equal(counter("green_second_thread") - second, 0);
   tensor.deleter(&tensor);
-  holder_tell(&h, 3);
+  phases_tell(&h.steps, 3);
   assert_int_equal(pthread_join(thread, NULL), 0);
 }
 
@@ -1074,36 +1091,21 @@ static void test_a_reset_primary_context_gets_new_events(void **state) {
    every export would without the retry. */
 typedef struct exporter {
   void *a, *b;
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  int phase; /* what the thread is told to do next: 1 export (its cache warm), 2 again, 3 end */
-  int done, status[2];
+  phases steps; /* 1 export (its cache warm), 2 again, 3 end */
+  int status[2];
 } exporter;
-
-static void exporter_tell(exporter *e, int phase) {
-  pthread_mutex_lock(&e->lock);
-  e->phase = phase;
-  pthread_cond_broadcast(&e->changed);
-  while (e->done < phase) pthread_cond_wait(&e->changed, &e->lock);
-  pthread_mutex_unlock(&e->lock);
-}
 
 static void *export_on_request(void *arg) {
   exporter *e = arg;
   CU(ctx_fn, "cuCtxSetCurrent", contexts[P0]);
   for (int phase = 1; phase <= 3; phase++) {
-    pthread_mutex_lock(&e->lock);
-    while (e->phase < phase) pthread_cond_wait(&e->changed, &e->lock);
-    pthread_mutex_unlock(&e->lock);
+    phases_await(&e->steps, phase);
     if (phase < 3)
       e->status[phase - 1] = dl_sync_push_dep(dl_sync_stream_view((DLDevice){kDLCUDA, 0}, e->a),
                                               dl_sync_stream_view((DLDevice){kDLCUDA, 0}, e->b));
     else
       CU(ctx_fn, "cuCtxSetCurrent", NULL);
-    pthread_mutex_lock(&e->lock);
-    e->done = phase;
-    pthread_cond_broadcast(&e->changed);
-    pthread_mutex_unlock(&e->lock);
+    phases_done(&e->steps, phase);
   }
   return NULL;
 }
@@ -1130,7 +1132,7 @@ static void test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events(voi
   set_caller(P0);
   DLDevice d0 = {kDLCUDA, 0};
   void *a = stream_in(P0), *b = stream_in(P0);
-  exporter other = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+  exporter other = {.steps = PHASES_INIT};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, export_on_request, &other), 0);
   DL_OK(dl_sync_push_dep(dl_sync_stream_view(d0, a), dl_sync_stream_view(d0, b)));
@@ -1140,7 +1142,7 @@ static void test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events(voi
   void *pooled = ((dl_sync_tensor_event_owner *)tensor.manager_ctx)->event;
   other.a = stream_in(P0);
   other.b = stream_in(P0);
-  exporter_tell(&other, 1); /* the other thread's cache holds an event of the pool too */
+  phases_tell(&other.steps, 1); /* the other thread's cache holds an event of the pool too */
   unsigned long long before = 0, after = 0;
   CU_OK(id_fn, "cuCtxGetId", contexts[P0], &before);
   CU_OK(device_fn, "cuDevicePrimaryCtxRelease_v2", 0); /* the last reference: a reset */
@@ -1162,14 +1164,14 @@ static void test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events(voi
     DL_OK(dl_sync_push_dep(dl_sync_stream_view(d0, a), dl_sync_stream_view(d0, b)));
   assert_int_equal(counter("dead_handles") - dead, 1); /* the one record that told */
   assert_int_equal(counter("event_create") - created, 1);
-  exporter_tell(&other, 2); /* its cached event of the dropped pool is never used */
+  phases_tell(&other.steps, 2); /* its cached event of the dropped pool is never used */
   assert_int_equal(other.status[0], DL_SYNC_OK);
   assert_int_equal(other.status[1], DL_SYNC_OK);
   assert_int_equal(counter("dead_handles") - dead, 1);
   dl_sync_pool_stats stats;
   DL_OK(dl_sync_pool_stats_get(dl_sync_cuda_backend(), 0, &stats));
   assert_int_equal(stats.created, counter("event_create") - created); /* the fresh pool's */
-  exporter_tell(&other, 3);
+  phases_tell(&other.steps, 3);
   assert_int_equal(pthread_join(thread, NULL), 0);
   tensor.deleter(&tensor); /* its event goes back to the dropped pool, never used again */
   DL_OK(dl_sync_shutdown());

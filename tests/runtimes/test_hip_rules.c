@@ -179,14 +179,20 @@ static void capturer_start(capturer *c) {
   assert_int_equal(c->begin_code, 0);
 }
 
-/* Ends the thread's capture: whether it came back with a graph. */
-static int capturer_finish(capturer *c) {
+/* Tells the thread to end its capture and joins it: pthread_join's answer. */
+static int capturer_join(capturer *c) {
   pthread_mutex_lock(&c->lock);
   c->told = 1;
   pthread_cond_broadcast(&c->changed);
   pthread_mutex_unlock(&c->lock);
-  assert_int_equal(pthread_join(c->thread, NULL), 0);
+  int joined = pthread_join(c->thread, NULL);
   other_running = 0;
+  return joined;
+}
+
+/* Ends the thread's capture: whether it came back with a graph. */
+static int capturer_finish(capturer *c) {
+  assert_int_equal(capturer_join(c), 0);
   int survived = c->graph != NULL;
   destroy_graph(c->graph);
   HIP_OK(handle_fn, "hipStreamDestroy", c->stream);
@@ -196,13 +202,7 @@ static int capturer_finish(capturer *c) {
 }
 
 static void end_other_capture(void) {
-  if (!other_running) return;
-  pthread_mutex_lock(&other.lock);
-  other.told = 1;
-  pthread_cond_broadcast(&other.changed);
-  pthread_mutex_unlock(&other.lock);
-  pthread_join(other.thread, NULL);
-  other_running = 0;
+  if (other_running) capturer_join(&other);
 }
 
 /* A release's query (dl_sync_release_poll), a tensor's synchronization and the
