@@ -128,7 +128,7 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-  open_gate();
+  open_gate(); /* before dl_sync_shutdown waits for the releases' work */
   dl_sync_release_thread_stop();
   dl_sync_shutdown();
   return leave_sim(state);

@@ -42,7 +42,8 @@ void open_gate(void);
 dl_sync_stream sim_view(void *stream, int32_t device);
 /* cmocka setup: installs the sim under every CUDA and ROCm device type, and resets it. */
 int use_sim(void **state);
-/* cmocka teardown: resets the sim, shuts dlsync down, restores the default backends. */
+/* cmocka teardown: opens the gate, resets the sim, shuts dlsync down, restores the default
+   backends. */
 int leave_sim(void **state);
 
 #endif
