@@ -684,8 +684,9 @@ static void test_the_release_thread_cannot_be_stopped_from_its_deleter(void **st
   t.managed.deleter = deleter_stopping_the_thread;
   atomic_store(&stop_from_deleter, 1);
   assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
+  /* wait for the deleter's last store, not for `deleted`, which it sets first */
   struct timespec ms = {0, 1000000};
-  for (int i = 0; i < 5000 && atomic_load(&t.deleted) == 0; i++) nanosleep(&ms, NULL);
+  for (int i = 0; i < 5000 && atomic_load(&stop_from_deleter) == 1; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 1);
   assert_int_equal(atomic_load(&stop_from_deleter), DL_SYNC_EINVAL);
   assert_int_equal(dl_sync_release_thread_running(), 1);
