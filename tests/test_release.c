@@ -9,7 +9,6 @@
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
 #include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -17,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #ifndef _WIN32 /* fork */
 #include <sys/wait.h>
 #endif
@@ -124,8 +124,11 @@ static outcome reuse_after_release(int producer_kind) {
      sees it every time. (With it, A waits for B: A cannot be waited for here.) */
   if (producer_kind == DIRECT) CHECK_SIM(dl_sync_sim_stream_synchronize(a));
   open_gate();
-  if (producer_kind == FOREIGN) { /* the deleter runs once a later call finds the read done */
-    for (int i = 0; i < 100000 && dl_sync_release_poll() == 0; i++) sched_yield();
+  if (producer_kind == FOREIGN) {
+    /* The deleter runs once a later call finds the read done. The wait is bounded by time
+       (30 s), not by a count of tries that a loaded machine could use up. */
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 30000 && dl_sync_release_poll() == 0; i++) nanosleep(&ms, NULL);
     assert_int_equal(atomic_load(&p.deleted), 1);
     again = pool_alloc(&pool, a);
     assert_non_null(again);

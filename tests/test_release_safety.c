@@ -406,7 +406,7 @@ static void test_a_deleter_taking_its_callers_lock_blocks_no_other_call(void **s
   pthread_mutex_lock(&gil);
   pthread_t worker;
   pthread_create(&worker, NULL, make_every_other_call, &w);
-  for (int i = 0; i < 2000 && !atomic_load(&w.done); i++) {
+  for (int i = 0; i < 30000 && !atomic_load(&w.done); i++) { /* 30 s: ample under an emulator */
     struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
@@ -657,7 +657,7 @@ static void test_the_release_thread_finishes_releases_without_a_poll(void **stat
   for (int i = 0; i < 20; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 0); /* the read still held */
   open_gate();
-  for (int i = 0; i < 5000 && atomic_load(&t.deleted) == 0; i++) nanosleep(&ms, NULL);
+  for (int i = 0; i < 30000 && atomic_load(&t.deleted) == 0; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 1);
   /* dl_sync_shutdown pauses it and leaves it running */
   CHECK_DL(dl_sync_shutdown());
@@ -686,7 +686,7 @@ static void test_the_release_thread_cannot_be_stopped_from_its_deleter(void **st
   assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
   /* wait for the deleter's last store, not for `deleted`, which it sets first */
   struct timespec ms = {0, 1000000};
-  for (int i = 0; i < 5000 && atomic_load(&stop_from_deleter) == 1; i++) nanosleep(&ms, NULL);
+  for (int i = 0; i < 30000 && atomic_load(&stop_from_deleter) == 1; i++) nanosleep(&ms, NULL);
   assert_int_equal(atomic_load(&t.deleted), 1);
   assert_int_equal(atomic_load(&stop_from_deleter), DL_SYNC_EINVAL);
   assert_int_equal(dl_sync_release_thread_running(), 1);
