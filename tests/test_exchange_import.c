@@ -144,13 +144,6 @@ static void run_workers(import_worker *workers, int bare, int iterations) {
   while (dl_sync_release_pending() > 0) dl_sync_release_poll();
 }
 
-static void print_races(const char *what) {
-  char report[1024];
-  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
-                races ? ", first: " : "\n", races ? report : "");
-}
-
 static void test_an_import_orders_the_producers_current_stream_before_the_consumer(void **state) {
   (void)state;
   dl_sync_sim_set_jitter(21, 50);

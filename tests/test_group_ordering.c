@@ -86,13 +86,6 @@ static void run_threads(group_worker *workers, int skip_a1, int iterations) {
     if (workers[t].failures) fail_msg("thread %d: %s", t, workers[t].error);
 }
 
-static void print_races(const char *what) {
-  char report[1024];
-  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
-                races ? ", first: " : "\n", races ? report : "");
-}
-
 static void test_a_group_orders_every_producer_before_the_consumer(void **state) {
   (void)state;
   dl_sync_sim_set_jitter(11, 50);

@@ -2,8 +2,11 @@
 #include "ordering.h"
 
 #include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <cmocka.h>
 
 typedef struct job {
   pattern *p;
@@ -91,4 +94,11 @@ int leave_sim(void **state) {
   for (size_t i = 0; i < sizeof stream_types / sizeof stream_types[0]; i++)
     dl_sync_set_backend(stream_types[i], NULL);
   return 0;
+}
+
+void print_races(const char *what) {
+  char report[1024];
+  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
+  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
+                races ? ", first: " : "\n", races ? report : "");
 }

@@ -38,6 +38,8 @@ void open_gate(void);
     if ((call) != DL_SYNC_OK) fail_msg("%s: %s", #call, dl_sync_last_error()); \
   } while (0)
 
+/* In cmocka tests: prints what the race checker found (the count, and the first race). */
+void print_races(const char *what);
 /* A CUDA-typed view of a simulated stream on device 0 (or device). */
 dl_sync_stream sim_view(void *stream, int32_t device);
 /* cmocka setup: installs the sim under every CUDA and ROCm device type, and resets it. */

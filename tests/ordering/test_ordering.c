@@ -19,13 +19,6 @@
 
 enum { THREADS = 4, ITERATIONS = 1000, NEGATIVE_ITERATIONS = 250 };
 
-static void print_races(const char *what) {
-  char report[1024];
-  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
-                races ? ", first: " : "\n", races ? report : "");
-}
-
 /* --- producer on A, consumer on B, exported with the stream argument ---------------- */
 
 typedef struct exchange_worker {

@@ -48,13 +48,6 @@ enum { VALUE_ROUNDS = 100 };
     }                                                                          \
   } while (0)
 
-static void print_races(const char *what) {
-  char report[1024];
-  uint64_t races = dl_sync_sim_race_report(report, sizeof report);
-  print_message("%s: %llu races%s%.300s", what, (unsigned long long)races,
-                races ? ", first: " : "\n", races ? report : "");
-}
-
 static dl_sync_sim_stream *new_stream(unsigned flags) {
   dl_sync_sim_stream *stream = NULL;
   CHECK_SIM(dl_sync_sim_stream_create(&stream, flags));
