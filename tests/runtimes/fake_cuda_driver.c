@@ -1640,6 +1640,16 @@ FAKE_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
   return CUDA_SUCCESS;
 }
 
+/* The stream of a query or synchronize: refused on a stream being captured, and where
+   another capture prohibits the call (the rules quoted at cuStreamQuery). */
+static CUresult resolve_for_host_wait(CUstream handle, fake_stream **out) {
+  CUresult error = resolve(handle, out);
+  if (error != CUDA_SUCCESS) return error;
+  if ((*out)->capture != NULL) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return CUDA_SUCCESS;
+}
+
 /* cuStreamQuery: "Returns CUDA_SUCCESS if all operations in the stream specified by hStream
    have completed, or CUDA_ERROR_NOT_READY if not": the fake's work is done unless a memory
    wait holds it. As cuEventQuery, a potentially unsafe call during another thread's
@@ -1649,10 +1659,8 @@ FAKE_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
 FAKE_EXPORT CUresult cuStreamQuery(CUstream hStream) {
   ENTER();
   fake_stream *stream;
-  CUresult error = resolve(hStream, &stream);
+  CUresult error = resolve_for_host_wait(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
-  if (stream->capture != NULL) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return held(stream->holds, &stream->hold_count) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
@@ -1661,10 +1669,8 @@ FAKE_EXPORT CUresult cuStreamQuery(CUstream hStream) {
 FAKE_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
   ENTER();
   fake_stream *stream;
-  CUresult error = resolve(hStream, &stream);
+  CUresult error = resolve_for_host_wait(hStream, &stream);
   if (error != CUDA_SUCCESS) return error;
-  if (stream->capture != NULL) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (prohibited()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   wait_holds(stream->holds, &stream->hold_count);
   return CUDA_SUCCESS;
 }
