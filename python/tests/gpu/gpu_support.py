@@ -34,6 +34,7 @@ import unittest
 import numpy as np
 
 import dlsync
+from dlsync.audit._adapters import capsule_memory  # what a consumer reads of a capsule
 
 # JAX would otherwise take most of the device's memory when it starts, next to PyTorch's
 # and CuPy's pools in the same process.
@@ -694,55 +695,6 @@ def judge(test, what, ordered, outcome):
 # producer's pool handing the tensor's memory out again on the producer's stream.
 
 
-class _DLDevice(ctypes.Structure):  # dlpack.h
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
-
-
-_CAPSULES = {b"dltensor": _DLManagedTensor, b"dltensor_versioned": _DLManagedTensorVersioned}
-# The Python C API, through prototypes of the suite's own (ctypes.pythonapi's function
-# objects are shared by the whole process: their argtypes are left alone).
-_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-    ("PyCapsule_GetName", ctypes.pythonapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
-
-
-def capsule_data(capsule):
-    """What a consumer reads of a DLPack capsule without consuming it: (the address of its
-    first element, its size in bytes, its (device_type, device_id))."""
-    name = _capsule_name(capsule)
-    kind = _CAPSULES.get(name)
-    if kind is None:
-        raise TypeError(f"not a DLPack capsule that is still to be consumed: named {name!r}")
-    tensor = kind.from_address(_capsule_pointer(capsule, name)).dl_tensor
-    size = (tensor.dtype.bits * tensor.dtype.lanes + 7) // 8
-    for axis in range(tensor.ndim):
-        size *= tensor.shape[axis]
-    return ((tensor.data or 0) + tensor.byte_offset, size,
-            (tensor.device.device_type, tensor.device.device_id))
-
-
 class CudaArrayView:
     """count int32 at an address, owning nothing: PyTorch and CuPy take it, without a copy,
     through ``__cuda_array_interface__`` (version 2: no "stream", so that they synchronize
@@ -1030,7 +982,7 @@ class ReleaseProbe:
             x, landed = pool.produce(self.stream, old)
             pool.ready(self.stream, self.consumer_handle, landed)
             capsule = pool.capsule(x)
-            outcome.x, size, device = capsule_data(capsule)
+            outcome.x, size, device = capsule_memory(capsule)
             if (outcome.x, size, device) != (pool.pointer(x), self.nbytes, DEVICE):
                 raise AssertionError(f"the capsule says {size} bytes at {outcome.x:#x} on {device}, "
                                      f"the array is {self.nbytes} at {pool.pointer(x):#x}")
