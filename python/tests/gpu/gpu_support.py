@@ -35,6 +35,7 @@ import numpy as np
 
 import dlsync
 from dlsync.audit._adapters import capsule_memory  # what a consumer reads of a capsule
+from dlsync.audit._cells import RELEASE_NAMES  # tensor_release's answers, named
 
 # JAX would otherwise take most of the device's memory when it starts, next to PyTorch's
 # and CuPy's pools in the same process.
@@ -368,12 +369,6 @@ class Jax(Framework):
         result = self._xor(imported)
         return Consumed(_ready_of(result), lambda: np.asarray(result) ^ np.int32(JAX_MASK))
 
-    def import_array(self, producer):
-        """An array JAX computes from the producer's (x ^ JAX_MASK): its definition waits
-        for whatever the import waits for."""
-        return self._xor(self.jax.dlpack.from_dlpack(producer))
-
-
 
 def _ready_of(array):
     """A callable saying whether a JAX array has been computed, without blocking: its
@@ -586,23 +581,6 @@ class Producer:
         return self.capsule(self.array)
 
 
-class Forced:
-    """Another framework's array, whose own ``__dlpack__`` is called with `stream` (the
-    peer audit's column) whatever the consumer asks for."""
-
-    def __init__(self, array, stream):
-        self.array, self.stream = array, stream
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        try:
-            return self.array.__dlpack__(stream=self.stream, max_version=max_version)
-        except TypeError:  # a __dlpack__ older than max_version
-            return self.array.__dlpack__(stream=self.stream)
-
-
 class Consumed:
     def __init__(self, ready, to_host):
         self.ready, self.to_host = ready, to_host
@@ -810,53 +788,6 @@ class CuPyPool(_StreamPool):
     def landed(self, stream):
         event = stream.record()
         return lambda: event.done
-
-
-class JaxPool:
-    """JAX's device memory (XLA's allocator), as a producer: an array is the output of a
-    computation (x ^ JAX_MASK) on a stream of JAX's own, which nothing here holds; its address
-    is unsafe_buffer_pointer(), its capsule its own __dlpack__()."""
-
-    name = "JAX"
-
-    def stream(self):
-        return None
-
-    def handle(self, stream):
-        return None
-
-    def source(self, seed):
-        cache = self.__dict__.setdefault("_sources", {})
-        if seed not in cache:
-            values = pattern(seed) ^ np.int32(JAX_MASK)
-            cache[seed] = JAX.jax.device_put(values, JAX.device).block_until_ready()
-        return cache[seed]
-
-    def prepare(self, stream):
-        pass
-
-    def produce(self, stream, source):
-        array = JAX._xor(source)
-        return array, _ready_of(array)
-
-    def ready(self, stream, consumer_handle, landed):
-        """No stream to export from: the host waits for the array (nothing is held yet)."""
-        if not wait_until(landed, RUNS_SOON):
-            raise RuntimeError(f"JAX's array was not computed within {RUNS_SOON} s")
-
-    def pointer(self, array):
-        return array.unsafe_buffer_pointer()
-
-    def capsule(self, array):
-        return array.__dlpack__()
-
-    def in_use(self):
-        stats = JAX.device.memory_stats()
-        return stats.get("bytes_in_use") if stats else None
-
-
-RELEASE_NAMES = {dlsync.RELEASED_NOW: "released now", dlsync.RELEASED_ORDERED: "ordered",
-                 dlsync.RELEASE_DEFERRED: "deferred", dlsync.RELEASE_GRAPH: "kept by a graph"}
 
 
 class ReleaseOutcome:
