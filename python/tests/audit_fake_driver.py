@@ -115,9 +115,6 @@ class FakeAdapter(Adapter):
     def stream(self) -> Any:
         return driver().stream()
 
-    def handle(self, stream: Any) -> Optional[int]:
-        return int(stream)
-
     def legacy_stream(self) -> Any:
         return 1
 

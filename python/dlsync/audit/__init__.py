@@ -178,13 +178,12 @@ def _audit(chosen: List[Tuple[Adapter, Adapter]], reasons: Dict[str, Optional[st
            window: float, progress: Any) -> Report:
     where = _world(simulated)
     results: List[PairResult] = []
-    exchange_import = getattr(importlib.import_module("dlsync"), "import_tensor", None)
-    options = Options(runs=runs, window=window, cells=keys, exchange_import=exchange_import)
+    exchange_import = importlib.import_module("dlsync").import_tensor
+    options = Options(exchange_import, runs=runs, window=window, cells=keys)
     try:
         for adapter in {a.name: a for pair in chosen for a in pair}.values():
-            attach = getattr(adapter, "attach", None)
-            if reasons.get(adapter.name) is None and callable(attach):
-                attach(where)
+            if reasons.get(adapter.name) is None:
+                adapter.attach(where)
         for producer, consumer in chosen:
             result = PairResult(producer.name, consumer.name, "", control=producer.control,
                                 reference=producer.reference)

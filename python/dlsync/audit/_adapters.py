@@ -16,11 +16,11 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _dlsync, export, tensor_release
+from ..testing import CUDA_DEVICE_TYPES
 from ._core import COUNT, CPU, CUDA, SIMULATED, Adapter, Read
 
 KDLCUDA = 2
 DEVICE = (KDLCUDA, 0)
-CUDA_DEVICE_TYPES = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 JAX_MASK = 0x5A  # JAX's own operation, so that what it produces is computed: x ^ JAX_MASK
 
 
@@ -37,6 +37,17 @@ def _dlpack(obj: Any, stream: Optional[int]) -> Any:
         return obj.__dlpack__(stream=stream, max_version=(1, 3))
     except TypeError:  # a __dlpack__ older than max_version
         return obj.__dlpack__(stream=stream)
+
+
+def _gpu_framework() -> Tuple[Optional[Adapter], List[str]]:
+    """PyTorch or CuPy opened on a GPU, the first that can; else None and why neither can."""
+    reasons: List[str] = []
+    for framework in (TorchAdapter(), CuPyAdapter()):
+        reason = framework.open(False)
+        if reason is None and framework.device() == CUDA:
+            return framework, reasons
+        reasons.append(reason or f"{framework.name} sees no GPU")
+    return None, reasons
 
 
 # -- reading a DLPack capsule's memory (dlsync's consumer) ---------------------------------
@@ -152,13 +163,10 @@ class DlsyncAdapter(Adapter):
             self._device = SIMULATED
             self._pool = dlsync.testing.StreamOrderedPool(COUNT)
             return None
-        reasons = []
-        for memory in (TorchAdapter(), CuPyAdapter()):
-            reason = memory.open(simulated)
-            if reason is None and memory.device() == CUDA:
-                self._memory, self._device = memory, CUDA
-                return None
-            reasons.append(reason or f"{memory.name} sees no GPU")
+        memory, reasons = _gpu_framework()
+        if memory is not None:
+            self._memory, self._device = memory, CUDA
+            return None
         return ("no GPU producer: it writes with PyTorch or CuPy on a GPU (" +
                 "; ".join(reasons) + "); run with --simulated for the simulated device")
 
@@ -183,11 +191,6 @@ class DlsyncAdapter(Adapter):
         if self._memory is not None:
             return self._memory.stream()
         return self._sim.stream(non_blocking=True)
-
-    def handle(self, stream: Any) -> Optional[int]:
-        if self._memory is not None:
-            return self._memory.handle(stream)
-        return int(stream.handle)
 
     def legacy_stream(self) -> Any:
         if self._memory is not None:
@@ -389,9 +392,6 @@ class TorchAdapter(Adapter):
     def stream(self) -> Any:
         return self.torch.cuda.Stream() if self._gpu() else None
 
-    def handle(self, stream: Any) -> Optional[int]:
-        return int(stream.cuda_stream) if stream is not None else None
-
     def legacy_stream(self) -> Any:
         # PyTorch's default stream is the legacy default stream (cuda_stream 0).
         return self.torch.cuda.default_stream() if self._gpu() else None
@@ -511,9 +511,6 @@ class CuPyAdapter(Adapter):
 
     def stream(self) -> Any:
         return self.cupy.cuda.Stream(non_blocking=True)
-
-    def handle(self, stream: Any) -> Optional[int]:
-        return int(stream.ptr)
 
     def legacy_stream(self) -> Any:
         return self.cupy.cuda.Stream.null
@@ -635,23 +632,14 @@ class JaxAdapter(Adapter):
     def _feeding(self) -> Adapter:
         """The GPU producer's input: PyTorch or CuPy, on a stream the gate can hold."""
         if self._feeder is None:
-            reasons = []
-            for feeder in (TorchAdapter(), CuPyAdapter()):
-                reason = feeder.open(False)
-                if reason is None and feeder.device() == CUDA:
-                    self._feeder = feeder
-                    break
-                reasons.append(reason or f"{feeder.name} sees no GPU")
-            else:
+            self._feeder, reasons = _gpu_framework()
+            if self._feeder is None:
                 raise NotImplementedError("a JAX producer on a GPU is fed by PyTorch or CuPy: "
                                           + "; ".join(reasons))
         return self._feeder
 
     def stream(self) -> Any:
         return self._feeding().stream() if self._device == CUDA else None
-
-    def handle(self, stream: Any) -> Optional[int]:
-        return self._feeding().handle(stream) if stream is not None else None
 
     def legacy_stream(self) -> Any:
         return None  # JAX reads where it runs
@@ -744,9 +732,6 @@ class CudaCoreAdapter(Adapter):
         self.device_.set_current()
         return self.device_.create_stream()
 
-    def handle(self, stream: Any) -> Optional[int]:
-        return int(stream.__cuda_stream__()[1])
-
     def marker(self, stream: Any) -> Callable[[], bool]:
         return _event_done(stream.record())
 
@@ -775,7 +760,7 @@ class CudaCoreAdapter(Adapter):
         return int(tensor.handle)
 
     def consume(self, tensor: Any, stream: Any) -> Read:
-        view = self.views.StridedMemoryView(tensor, stream_ptr=self.handle(stream))
+        view = self.views.StridedMemoryView(tensor, stream_ptr=int(stream.__cuda_stream__()[1]))
         try:
             source = self.core.Buffer.from_handle(view.ptr, COUNT, owner=view)
         except TypeError:  # before owner=: the view is kept by the read below
@@ -797,3 +782,4 @@ def built_in() -> List[Adapter]:
     """A fresh instance of every built-in adapter, in the report's order."""
     return [DlsyncAdapter(), DlsyncControlAdapter(), TorchAdapter(), CuPyAdapter(), JaxAdapter(),
             CudaCoreAdapter(), NumPyAdapter()]
+

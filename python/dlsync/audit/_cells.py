@@ -42,13 +42,12 @@ POLL = 50e-6
 
 
 class Options:
-    def __init__(self, runs: int = 2, window: float = 0.1, cells: Optional[List[str]] = None,
-                 exchange_import: Optional[Callable[..., Any]] = None) -> None:
+    def __init__(self, exchange_import: Callable[..., Any], runs: int = 2, window: float = 0.1,
+                 cells: Optional[List[str]] = None) -> None:
         self.runs = runs
         self.window = window
         self.cells = cells  # None: every cell
-        # The exchange-table consumer: dlsync.import_tensor where this dlsync has it.
-        self.exchange_import = exchange_import
+        self.exchange_import = exchange_import  # the exchange-table consumer: dlsync.import_tensor
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -241,7 +240,6 @@ class Pair:
 
     def exchange_call(self, device: Any) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
         def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
-            assert self.options.exchange_import is not None
             capsule = self.consumer.import_exchange(tensor, device, stream,
                                                     self.options.exchange_import)
             read = self.consumer.consume(Imported(capsule, device), stream)
@@ -345,11 +343,6 @@ def exchange_cell(pair: Pair) -> Cell:
         return Cell(key, ERROR, "the producer's make: " + _error_text(error))
     if not has_table:
         return _not_available(key, "the producer's type has no __dlpack_c_exchange_api__")
-    if pair.options.exchange_import is None:
-        # The hook: with a dlsync that has the exchange-table consumer (dlsync.import_tensor),
-        # this cell imports through the producer's table onto the consumer's stream.
-        return _not_available(key, "this dlsync has no exchange-table consumer "
-                                   "(dlsync.import_tensor)")
     call = pair.exchange_call(device)
     return judge(key, _warm_then_gated(
         pair, 20, lambda seed, gated: pair.exchange(seed, gated, call, pair.consumer_stream, make)))

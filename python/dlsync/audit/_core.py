@@ -57,8 +57,7 @@ class Adapter:
     on a stream); ``drop`` lets go of a tensor. The rest has defaults, and a cell that needs
     what an adapter lacks is reported "not available" with the reason.
 
-    Streams are the framework's own objects; ``handle`` turns one into the int a consumer
-    passes as ``__dlpack__(stream=...)``. Work is never waited for inside ``make`` or
+    Streams are the framework's own objects. Work is never waited for inside ``make`` or
     ``consume``: the audit holds the producer's stream while they run, and an adapter that
     blocks the host there is reported as "ordered (host blocked)" at best.
 
@@ -86,14 +85,14 @@ class Adapter:
         """The framework and its version, for the report."""
         return self.name
 
+    def attach(self, world: Any) -> None:
+        """Called once a run has set up where it runs (the simulated device, or the CUDA
+        device), before any stream is made."""
+
     # -- streams ------------------------------------------------------------------------
     def stream(self) -> Any:
         """A stream of the framework's own that synchronizes with no other (CUDA's
         non-blocking streams); None on a device without streams."""
-        return None
-
-    def handle(self, stream: Any) -> Optional[int]:
-        """The stream as an int, as a consumer passes it to ``__dlpack__(stream=...)``."""
         return None
 
     def legacy_stream(self) -> Any:

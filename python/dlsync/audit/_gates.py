@@ -71,9 +71,6 @@ class World:
         """Races the race checker found so far (the simulated device's; 0 elsewhere)."""
         return 0
 
-    def race_report(self) -> str:
-        return ""
-
     def synchronize(self) -> None:
         pass
 
@@ -136,9 +133,6 @@ class SimulatedWorld(World):
     def race_count(self) -> int:
         return int(self.device.race_count)
 
-    def race_report(self) -> str:
-        return str(self.device.race_report())
-
     def synchronize(self) -> None:
         self.device.synchronize()
 
@@ -168,7 +162,7 @@ class DriverWorld(World):
     def __init__(self) -> None:
         super().__init__()
         self._fallback: Optional[str] = None
-        self.info: Dict[str, Any] = {}
+        self._described = False
 
     def _warn(self, why: str) -> str:
         self._fallback = (f"no gate: {why}; each run relies on a window instead, so a consumer "
@@ -184,7 +178,7 @@ class DriverWorld(World):
             where = f"{driver.path}, CUDA {driver.major}.{driver.minor}"
         except BufferError as error:
             where = str(error)
-        self.info = dict(info, driver=where)
+        self._described = True
         self.gate = (f"cuStreamWaitValue32 (CU_STREAM_WAIT_VALUE_GEQ) on host-mapped memory "
                      f"(cuMemHostAlloc DEVICEMAP|PORTABLE), device {info['device']}; driver "
                      f"{where}; CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR "
@@ -199,7 +193,7 @@ class DriverWorld(World):
         if not info["can_map_host_memory"]:
             return NoHold(self._warn(f"device {info['device']} cannot map host memory "
                                      "(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY is 0)"))
-        if not self.info:
+        if not self._described:
             self._describe_gate(info)
         note = ""
         if not _dlsync._driver_stream_non_blocking(stream):
