@@ -223,12 +223,6 @@ static void pool_tensor_deleter(DLManagedTensorVersioned *tensor) {
   free(p);
 }
 
-static void pool_tensor_capsule_gone(PyObject *capsule) {
-  if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return; /* consumed or released */
-  DLManagedTensorVersioned *tensor = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-  if (tensor != NULL && tensor->deleter != NULL) tensor->deleter(tensor);
-}
-
 static PyObject *sim_tensor(PyObject *module, PyObject *args) {
   (void)module;
   PyObject *stream_obj, *on_delete, *reuse_obj;
@@ -268,9 +262,7 @@ static PyObject *sim_tensor(PyObject *module, PyObject *args) {
     free(p);
     return dl_sync_py_raise(status);
   }
-  PyObject *capsule = PyCapsule_New(&p->tensor, "dltensor_versioned", pool_tensor_capsule_gone);
-  if (capsule == NULL) p->tensor.deleter(&p->tensor); /* it gives everything back */
-  return capsule;
+  return dl_sync_py_tensor_capsule(&p->tensor); /* without a capsule, the deleter gives all back */
 }
 
 /* backend_capsule(): the capsule other copies of dlsync install the simulator from
