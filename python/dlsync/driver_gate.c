@@ -39,7 +39,6 @@ static int driver_ready;
 enum { MAX_GATES = 16 };
 typedef struct gate {
   void *context;
-  int device;
   volatile uint32_t *word; /* host memory; the device reads it at device_word */
   CUdeviceptr device_word;
   uint32_t closed; /* the value the last hold waits for: the word reaches it when opened */
@@ -140,11 +139,10 @@ static CUresult map_word(gate *g, const char **call) {
   return driver.cuMemHostGetDevicePointer(&g->device_word, host, 0);
 }
 
-static gate *new_gate(void *context, int device) {
+static gate *new_gate(void *context) {
   gate *g = PyMem_RawCalloc(1, sizeof *g);
   if (g == NULL) return NULL;
   g->context = context;
-  g->device = device;
   pthread_mutex_init(&g->lock, NULL);
   pthread_cond_init(&g->changed, NULL);
   return g;
@@ -193,7 +191,7 @@ static PyObject *py_driver_gate(PyObject *module, PyObject *stream_obj) {
       return PyErr_Format(PyExc_RuntimeError, "dlsync.audit: more than %d contexts gated",
                           MAX_GATES);
     }
-    gate *g = new_gate(context, device);
+    gate *g = new_gate(context);
     if (g == NULL) {
       pop_context();
       return PyErr_NoMemory();

@@ -82,6 +82,7 @@ _incref = ctypes.pythonapi.Py_IncRef
 _incref.argtypes = [ctypes.py_object]
 
 _DTYPES = {np.dtype(np.uint8): (1, 8), np.dtype(np.int32): (0, 32), np.dtype(np.float32): (2, 32)}
+_KINDS = {code_bits: dtype for dtype, code_bits in _DTYPES.items()}  # (code, bits): dtype
 
 
 class _Framework:
@@ -149,7 +150,7 @@ def _to_py_object(tensor, out):
     count = 1
     for i in range(t.ndim):
         count *= t.shape[i]
-    kind = {(1, 8): np.uint8, (0, 32): np.int32, (2, 32): np.float32}[(t.dtype.code, t.dtype.bits)]
+    kind = _KINDS[(t.dtype.code, t.dtype.bits)]
     memory = (ctypes.c_char * (count * t.dtype.bits // 8)).from_address(t.data + t.byte_offset)
     array = TableArray(np.frombuffer(memory, kind), (t.device.device_type, t.device.device_id))
     array._owned = _Owned(ctypes.cast(tensor, c_void_p).value)
@@ -181,7 +182,7 @@ def _dltensor_from_py_object(pointer, out):
 @Allocator
 def _allocator(prototype, out, error_context, set_error):
     p = prototype.contents
-    kind = {(1, 8): np.uint8, (0, 32): np.int32, (2, 32): np.float32}.get((p.dtype.code, p.dtype.bits))
+    kind = _KINDS.get((p.dtype.code, p.dtype.bits))
     if kind is None or p.dtype.lanes != 1:
         set_error(error_context, b"TypeError", b"the table producer allocates uint8, int32 and float32")
         return -1

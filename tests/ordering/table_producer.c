@@ -13,10 +13,6 @@ void table_producer_use_stream(int i, void *stream) {
   current[i] = stream;
 }
 
-void *table_producer_current_stream(int i) {
-  return current[i];
-}
-
 void table_array_init(table_array *array, DLDevice device) {
   memset(array, 0, sizeof *array);
   array->device = device;
@@ -56,7 +52,6 @@ static int current_work_stream(int i, DLDeviceType type, int32_t id, void **out)
 static int from_py_object(int i, void *object, DLManagedTensorVersioned **out) {
   table_producer *p = &table_producers[i];
   table_array *array = object;
-  atomic_fetch_add(&p->converted, 1);
   if (p->fault == TABLE_FAULT_CONVERSION_FAILS) return -1;
   if (p->fault == TABLE_FAULT_NO_TENSOR) return 0;
   table_tensor *made = calloc(1, sizeof *made);

@@ -41,10 +41,9 @@ typedef struct table_array {
 typedef struct table_producer {
   DLPackExchangeAPI api; /**< the table a consumer is given */
   table_fault fault;
-  void *answer;         /**< TABLE_FAULT_STREAM_ANSWERS's stream */
-  int name_reuse;       /**< tensors name the current stream as their reuse stream */
-  atomic_int asked;     /**< current_work_stream calls */
-  atomic_int converted; /**< managed_tensor_from_py_object_no_sync calls */
+  void *answer;     /**< TABLE_FAULT_STREAM_ANSWERS's stream */
+  int name_reuse;   /**< tensors name the current stream as their reuse stream */
+  atomic_int asked; /**< current_work_stream calls */
 } table_producer;
 
 extern table_producer table_producers[TABLE_PRODUCERS];
@@ -54,7 +53,6 @@ extern table_producer table_producers[TABLE_PRODUCERS];
 void table_producers_reset(void);
 /** Producer i's current work stream on the calling thread (NULL: the legacy stream). */
 void table_producer_use_stream(int i, void *stream);
-void *table_producer_current_stream(int i);
 /** A new array on device (its pattern zero). */
 void table_array_init(table_array *array, DLDevice device);
 
