@@ -270,7 +270,6 @@ FAKE_EXPORT hipError_t hipStreamEndCapture(hipStream_t handle, hipGraph_t *graph
   if (capture->origin != stream) return answer(hipErrorStreamCaptureUnmatched);
   if (capture->mode != CAPTURE_RELAXED && capture->thread != &fake_thread_identity)
     return answer(hipErrorStreamCaptureWrongThread);
-  fake_capture_unlist(capture);
   *graph = fake_capture_end(stream);
   return answer(*graph != NULL ? hipSuccess : hipErrorStreamCaptureInvalidated);
 }
@@ -287,12 +286,17 @@ static void drop_capture(fake_capture *capture) {
   fake_capture_leave_all(capture);
 }
 
-/* Destroys a stream: a capture in progress on it ends, and it leaves the device's stream
-   set. The fake keeps the object (see the top of the file). */
-static void destroy_stream(fake_stream *stream) {
+/* The stream leaves the capture it joined; one it began ends without a graph. */
+static void leave_capture(fake_stream *stream) {
   if (stream->capture != NULL && stream->capture->origin == stream) drop_capture(stream->capture);
   stream->capture = NULL;
   stream->deps.count = 0;
+}
+
+/* Destroys a stream: a capture in progress on it ends, and it leaves the device's stream
+   set. The fake keeps the object (see the top of the file). */
+static void destroy_stream(fake_stream *stream) {
+  leave_capture(stream);
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] == stream) fake_streams[i] = NULL;
   stream->destroyed = 1;
@@ -330,22 +334,17 @@ FAKE_EXPORT hipError_t hipDeviceReset(void) {
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] != NULL && fake_streams[i]->device == fake_current_device)
       destroy_stream(fake_streams[i]);
-  fake_stream *per_thread = &fake_per_thread[fake_current_device];
-  if (per_thread->capture != NULL && per_thread->capture->origin == per_thread)
-    drop_capture(per_thread->capture);
-  per_thread->capture = NULL;
-  per_thread->deps.count = 0;
+  leave_capture(&fake_per_thread[fake_current_device]);
   return answer(hipSuccess);
 }
 
 /* ---- graph nodes ------------------------------------------------------------------- */
 
 /* Adds a node after deps to graph; NULL when the fake's table is full. */
-static fake_node *add_node(fake_graph *graph, int kind, const void *event, fake_node *const *deps,
-                           size_t count) {
+static fake_node *add_node(fake_graph *graph, int kind, fake_node *const *deps, size_t count) {
   if (graph->nodes >= FAKE_MAX_NODES || count > FAKE_MAX_DEPS) return NULL;
   fake_node *node = &graph->node[graph->nodes++];
-  *node = (fake_node){.kind = kind, .event = event, .dep_count = (int)count};
+  *node = (fake_node){.kind = kind, .dep_count = (int)count};
   for (size_t i = 0; i < count; i++) node->deps[i] = deps[i];
   if (kind == FAKE_NODE_EVENT_WAIT) graph->external_waits++;
   return node;
@@ -390,8 +389,8 @@ FAKE_EXPORT hipError_t hipLaunchHostFunc(hipStream_t handle, void (*fn)(void *),
     fn(data);
     return answer(hipSuccess);
   }
-  fake_node *node = add_node(stream->capture->graph, FAKE_NODE_HOST, NULL, stream->deps.at,
-                             (size_t)stream->deps.count);
+  fake_node *node =
+      add_node(stream->capture->graph, FAKE_NODE_HOST, stream->deps.at, (size_t)stream->deps.count);
   if (node == NULL) return answer(hipErrorInvalidValue);
   depend_on(stream, node);
   return answer(hipSuccess);
@@ -412,7 +411,7 @@ FAKE_EXPORT hipError_t hipGraphAddEventWaitNode(hipGraphNode_t *node, hipGraph_t
     for (size_t j = 0; j < i; j++)
       if (deps[j] == deps[i]) return answer(hipErrorInvalidValue);
   }
-  *node = add_node(graph, FAKE_NODE_EVENT_WAIT, event, deps, count);
+  *node = add_node(graph, FAKE_NODE_EVENT_WAIT, deps, count);
   return answer(*node != NULL ? hipSuccess : hipErrorInvalidValue);
 }
 
@@ -518,8 +517,8 @@ static hipError_t record(hipEvent_t event, hipStream_t handle, unsigned flags) {
     event->capture_id = stream->capture->id;
     event->before = stream->deps;
     if (flags == RECORD_EXTERNAL) {
-      fake_node *node = add_node(stream->capture->graph, FAKE_NODE_EVENT_RECORD, event,
-                                 stream->deps.at, (size_t)stream->deps.count);
+      fake_node *node = add_node(stream->capture->graph, FAKE_NODE_EVENT_RECORD, stream->deps.at,
+                                 (size_t)stream->deps.count);
       if (node == NULL) return hipErrorInvalidValue;
       depend_on(stream, node);
     }
@@ -565,10 +564,10 @@ FAKE_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t str
    never made, and the node becomes the stream's only dependency. Outside a capture the
    graph is NULL: a crash in d3901a76, hipErrorInvalidHandle in 02bb78cf. The fake counts
    every call ("defective_external_wait_calls") and makes the node without edges. */
-static hipError_t defective_external_wait(fake_stream *stream, hipEvent_t event) {
+static hipError_t defective_external_wait(fake_stream *stream) {
   defective_external_wait_calls++;
   if (stream->capture == NULL) return hipErrorInvalidHandle;
-  fake_node *node = add_node(stream->capture->graph, FAKE_NODE_EVENT_WAIT, event, NULL, 0);
+  fake_node *node = add_node(stream->capture->graph, FAKE_NODE_EVENT_WAIT, NULL, 0);
   if (node == NULL) return hipErrorInvalidValue;
   depend_on(stream, node);
   return hipSuccess;
@@ -609,7 +608,7 @@ static hipError_t stream_wait(hipStream_t handle, hipEvent_t event, unsigned fla
     legacy_handle_uses++; /* IsEventCaptured on (hip::Stream*)1: a crash, 6.3.2 to 10.0 */
     return hipErrorInvalidHandle;
   }
-  if (AT_LEAST(6, 4, 2) && flags == WAIT_EXTERNAL) return defective_external_wait(stream, event);
+  if (AT_LEAST(6, 4, 2) && flags == WAIT_EXTERNAL) return defective_external_wait(stream);
   if (recorded != NULL && captured_there(event, recorded)) {
     if (is_null_stream(stream)) return hipErrorInvalidHandle;
     if (stream->capture == NULL || stream->capture->origin != stream) {

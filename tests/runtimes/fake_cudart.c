@@ -153,7 +153,6 @@ FAKE_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t handle, int mode) {
 FAKE_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t *graph) {
   fake_stream *stream = resolve(handle);
   if (stream->capture == NULL) return answer(cudaErrorInvalidValue);
-  fake_capture_unlist(stream->capture);
   *graph = fake_capture_end(stream);
   return *graph != NULL ? cudaSuccess : answer(cudaErrorStreamCaptureInvalidated);
 }

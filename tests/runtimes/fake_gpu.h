@@ -38,7 +38,6 @@ enum {
 enum { FAKE_NODE_HOST = 1, FAKE_NODE_EVENT_WAIT, FAKE_NODE_EVENT_RECORD };
 typedef struct fake_node {
   int kind;
-  const void *event; /* an event node's event */
   const struct fake_node *deps[FAKE_MAX_DEPS];
   int dep_count;
 } fake_node;
@@ -236,10 +235,11 @@ static void fake_capture_leave_all(const fake_capture *capture) {
     }
 }
 
-/* Ends capture: every stream that joined it leaves; returns its graph, or NULL when the
-   capture was invalidated (its graph is dropped). */
+/* Ends capture: it is no longer live, every stream that joined it leaves; returns its graph,
+   or NULL when the capture was invalidated (its graph is dropped). */
 static fake_graph *fake_capture_end(fake_stream *origin) {
   fake_capture *capture = origin->capture;
+  fake_capture_unlist(capture);
   fake_capture_leave_all(capture);
   origin->deps.count = 0;
   fake_graph *graph = capture->status == 1 ? capture->graph : NULL;
