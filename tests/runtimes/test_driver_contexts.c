@@ -34,6 +34,7 @@
 #include "../support/dynamic_library.h"
 #include "../support/error_message.h"
 #include "../support/other_copy_record.h"
+#include "../support/phases.h"
 
 static void *libcuda;
 
@@ -848,38 +849,6 @@ static void test_dead_releases_hold_no_other_up(void **state) {
 }
 
 /* ---- green contexts ------------------------------------------------------------------ */
-
-/* A thread the test steps through phases 1, 2, 3: phases_tell(p, n) tells it to do phase n
-   and returns once it has; the thread waits for each (phases_await) and reports it done
-   (phases_done). */
-typedef struct phases {
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
-  int told, done;
-} phases;
-#define PHASES_INIT \
-  { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER }
-
-static void phases_tell(phases *p, int phase) {
-  pthread_mutex_lock(&p->lock);
-  p->told = phase;
-  pthread_cond_broadcast(&p->changed);
-  while (p->done < phase) pthread_cond_wait(&p->changed, &p->lock);
-  pthread_mutex_unlock(&p->lock);
-}
-
-static void phases_await(phases *p, int phase) {
-  pthread_mutex_lock(&p->lock);
-  while (p->told < phase) pthread_cond_wait(&p->changed, &p->lock);
-  pthread_mutex_unlock(&p->lock);
-}
-
-static void phases_done(phases *p, int phase) {
-  pthread_mutex_lock(&p->lock);
-  p->done = phase;
-  pthread_cond_broadcast(&p->changed);
-  pthread_mutex_unlock(&p->lock);
-}
 
 /* cuGreenCtxCreate: "a green context can be current to only one thread at a time". A
    framework thread has G0 current; another thread exports from a stream of G0 while G0's

@@ -22,6 +22,7 @@
 #include "dlsync/dlsync.h"
 #include "../support/dynamic_library.h"
 #include "../support/error_message.h"
+#include "../support/phases.h"
 
 static long release; /* the ROCm release modelled */
 static void *runtime;
@@ -144,22 +145,20 @@ static void install_unguarded(void) {
    whether its graph survived what the main thread did meanwhile. */
 typedef struct capturer {
   pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t changed;
+  phases steps; /* 1 begin the capture, 2 end it */
   void *stream;
-  int begun, told, begin_code;
+  int begin_code;
   void *graph;
 } capturer;
 
 static void *capture_until_told(void *arg) {
   capturer *c = arg;
+  phases_await(&c->steps, 1);
   c->begin_code = HIP(begin_fn, "hipStreamBeginCapture", c->stream, MODE_GLOBAL);
-  pthread_mutex_lock(&c->lock);
-  c->begun = 1;
-  pthread_cond_broadcast(&c->changed);
-  while (!c->told) pthread_cond_wait(&c->changed, &c->lock);
-  pthread_mutex_unlock(&c->lock);
+  phases_done(&c->steps, 1);
+  phases_await(&c->steps, 2);
   c->graph = end_capture(c->stream);
+  phases_done(&c->steps, 2);
   return NULL;
 }
 
@@ -168,23 +167,16 @@ static capturer other;
 static int other_running;
 
 static void capturer_start(capturer *c) {
-  *c = (capturer){.stream = new_stream()};
+  *c = (capturer){.steps = PHASES_INIT, .stream = new_stream()};
   other_running = 1;
-  pthread_mutex_init(&c->lock, NULL);
-  pthread_cond_init(&c->changed, NULL);
   assert_int_equal(pthread_create(&c->thread, NULL, capture_until_told, c), 0);
-  pthread_mutex_lock(&c->lock);
-  while (!c->begun) pthread_cond_wait(&c->changed, &c->lock);
-  pthread_mutex_unlock(&c->lock);
+  phases_tell(&c->steps, 1);
   assert_int_equal(c->begin_code, 0);
 }
 
 /* Tells the thread to end its capture and joins it: pthread_join's answer. */
 static int capturer_join(capturer *c) {
-  pthread_mutex_lock(&c->lock);
-  c->told = 1;
-  pthread_cond_broadcast(&c->changed);
-  pthread_mutex_unlock(&c->lock);
+  phases_tell(&c->steps, 2);
   int joined = pthread_join(c->thread, NULL);
   other_running = 0;
   return joined;
@@ -196,8 +188,6 @@ static int capturer_finish(capturer *c) {
   int survived = c->graph != NULL;
   destroy_graph(c->graph);
   HIP_OK(handle_fn, "hipStreamDestroy", c->stream);
-  pthread_mutex_destroy(&c->lock);
-  pthread_cond_destroy(&c->changed);
   return survived;
 }
 
