@@ -195,12 +195,17 @@ COMMANDS = {"build_py": BuildPy, "build_ext": BuildExt, "sdist": Sdist}
 if bdist_wheel is not None:
 
     class BdistWheel(bdist_wheel):
-        """Puts LICENSE into the wheel's .dist-info from a checkout too (one level up)."""
+        """Puts LICENSE into the wheel's .dist-info from a checkout too (one level up).
+
+        The paths are relative to this folder (the build's working folder): setuptools 77
+        and later copy each to .dist-info/licenses/<path>, which an absolute path would make
+        the file itself ("are the same file"), and take a path with ../ by its base name.
+        """
 
         @property
         def license_paths(self):
             paths = [os.path.join(ROOT, name) for name in LICENSE_FILES]
-            return [p for p in paths if os.path.isfile(p)]
+            return [rel(p) for p in paths if os.path.isfile(p)]
 
     COMMANDS["bdist_wheel"] = BdistWheel
 
