@@ -8,13 +8,17 @@
 /* The newest table with major version 1, walking prev_api past newer majors. */
 static int find_table(const DLPackExchangeAPI *api, const DLPackExchangeAPI **found) {
   const DLPackExchangeAPIHeader *header = &api->header;
+  int newer = 0; /* a table of a major dlsync does not read, newer than 1 */
   for (int depth = 0; header != NULL; depth++, header = header->prev_api) {
     if (depth == DL_SYNC_EXCHANGE_MAX_CHAIN)
       return dl_sync__error(DL_SYNC_EINVAL,
                             "the exchange table's prev_api chain is longer than %d tables: "
                             "it is cyclic or corrupt",
                             DL_SYNC_EXCHANGE_MAX_CHAIN);
-    if (header->version.major != 1) continue;
+    if (header->version.major != 1) {
+      newer |= header->version.major > 1;
+      continue;
+    }
     if (header->version.minor < 2)
       return dl_sync__error(DL_SYNC_EINVAL,
                             "exchange table version 1.%u: tables exist since DLPack 1.2",
@@ -24,8 +28,10 @@ static int find_table(const DLPackExchangeAPI *api, const DLPackExchangeAPI **fo
   }
   return dl_sync__error(DL_SYNC_ENOTSUP,
                         "no exchange table of major version 1 in the chain (newest is %u.%u): "
-                        "the producer's table is newer than dlsync understands",
-                        (unsigned)api->header.version.major, (unsigned)api->header.version.minor);
+                        "%s",
+                        (unsigned)api->header.version.major, (unsigned)api->header.version.minor,
+                        newer ? "the producer's table is newer than dlsync understands"
+                              : "expected a table of DLPack 1.2 or later");
 }
 
 /* ENOTSUP naming the entry point a table lacks, else OK. */
@@ -46,8 +52,7 @@ static int table_stream(const DLPackExchangeAPI *table, DLDevice device, dl_sync
   int rc = table->current_work_stream(device.device_type, device.device_id, &stream);
   if (rc != 0)
     return dl_sync__error(DL_SYNC_EBACKEND,
-                          "the producer's current_work_stream(%s, %d) failed with %d (from "
-                          "Python, an exception is set)",
+                          "the producer's current_work_stream(%s, %d) failed with %d",
                           dl_sync__device_type_name(device.device_type), (int)device.device_id, rc);
   *out = dl_sync_stream_view(device, stream);
   return DL_SYNC_OK;
@@ -109,8 +114,7 @@ int dl_sync__exchange_take(const DLPackExchangeAPI *api, void *object,
   int rc = (*table)->managed_tensor_from_py_object_no_sync(object, &tensor);
   if (rc != 0)
     return dl_sync__error(DL_SYNC_EBACKEND,
-                          "the producer's managed_tensor_from_py_object_no_sync failed with %d "
-                          "(from Python, an exception is set)",
+                          "the producer's managed_tensor_from_py_object_no_sync failed with %d",
                           rc);
   if (tensor == NULL)
     return dl_sync__error(DL_SYNC_EBACKEND,

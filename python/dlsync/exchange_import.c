@@ -4,6 +4,8 @@
  * the producer's DLPack exchange table when its type has one (dl_sync_exchange_import),
  * through its __dlpack__ otherwise; either way a capsule ready on the consumer's stream.
  */
+#include <string.h>
+
 #include "module.h"
 
 PyDoc_STRVAR(
@@ -36,24 +38,76 @@ PyDoc_STRVAR(
     "is untouched. The GIL is released only while dlsync calls the runtime (a table's\n"
     "functions need it).\n");
 
+/* What import_tensor's calls use, made once at module initialization (never lazily: a
+   garbage collection while they were made could call import_tensor on half of them). */
+static PyObject *dlpack_key, *dlpack_device_key, *max_version_key, *names_versioned, *names_stream,
+    *max_version;
+
+int dl_sync_py_exchange_import_init(void) {
+  if (dlpack_key != NULL) return 0; /* made by an earlier import of the module */
+  PyObject *keys[3] = {PyUnicode_InternFromString("__dlpack__"),
+                       PyUnicode_InternFromString("__dlpack_device__"),
+                       PyUnicode_InternFromString("max_version")};
+  PyObject *versioned = NULL, *stream_only = NULL, *version = NULL;
+  if (keys[0] != NULL && keys[1] != NULL && keys[2] != NULL) {
+    versioned = Py_BuildValue("(sO)", "stream", keys[2]);
+    stream_only = Py_BuildValue("(s)", "stream");
+    version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  }
+  if (versioned == NULL || stream_only == NULL || version == NULL) {
+    for (int i = 0; i < 3; i++) Py_XDECREF(keys[i]);
+    Py_XDECREF(versioned);
+    Py_XDECREF(stream_only);
+    Py_XDECREF(version);
+    return -1;
+  }
+  dlpack_device_key = keys[1];
+  max_version_key = keys[2];
+  names_versioned = versioned;
+  names_stream = stream_only;
+  max_version = version;
+  dlpack_key = keys[0]; /* last: the sign that all are made */
+  return 0;
+}
+
+/* The exception of a dlsync status for the Python function func: its message without the
+   C function's name the library puts first ("dl_sync_group_init: "). */
+PyObject *dl_sync_py_raise_in(const char *func, int status) {
+  const char *message = dl_sync_last_error();
+  const char *colon = strstr(message, ": ");
+  if (strncmp(message, "dl_sync_", 8) == 0 && colon != NULL &&
+      strspn(message, "abcdefghijklmnopqrstuvwxyz_0123456789") == (size_t)(colon - message))
+    message = colon + 2;
+  dl_sync_py_raise(status); /* the exception type of status */
+  PyObject *type = PyExc_RuntimeError;
+  if (PyErr_ExceptionMatches(PyExc_ValueError))
+    type = PyExc_ValueError;
+  else if (PyErr_ExceptionMatches(PyExc_BufferError))
+    type = PyExc_BufferError;
+  else if (PyErr_ExceptionMatches(PyExc_MemoryError))
+    type = PyExc_MemoryError;
+  PyErr_Clear();
+  return PyErr_Format(type, "%s: %s", func, message);
+}
+
 /* dl_sync_exchange_import in two steps, so that the GIL is let go only where the runtime
    is called: the producer's functions need it (the tensor is taken and the producer's
    stream found through a group, which orders nothing yet), the ordering does not (the
    group's one dependency). */
-static PyObject *import_through_table(const DLPackExchangeAPI *api, PyObject *obj,
+static PyObject *import_through_table(const char *func, const DLPackExchangeAPI *api, PyObject *obj,
                                       dl_sync_stream consumer) {
   dl_sync_group group;
   DLManagedTensorVersioned *tensor = NULL;
   int status = dl_sync_group_init(&group, consumer);
   if (status == DL_SYNC_OK) status = dl_sync_group_add_exchange_import(&group, api, obj, &tensor);
-  if (status != DL_SYNC_OK) return dl_sync_py_raise_from_producer(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_from_producer(func, status);
   if (group.stream_count > 0) { /* a stream other than the consumer's: the runtime is called */
     PyThreadState *thread = PyEval_SaveThread();
     status = dl_sync_group_wait(&group);
     PyEval_RestoreThread(thread);
     if (status != DL_SYNC_OK) {
       tensor->deleter(tensor); /* refused: back to its producer */
-      return dl_sync_py_raise(status);
+      return dl_sync_py_raise_in(func, status);
     }
   }
   return dl_sync_py_tensor_capsule(tensor);
@@ -68,22 +122,61 @@ static int same_family(DLDevice a, DLDevice b) {
          x.is_none == y.is_none && (x.is_none || x.value == y.value);
 }
 
+/* obj.<key>, NULL with no exception when it has none (other errors propagate). */
+static int lookup(PyObject *obj, PyObject *key, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, key, out) < 0 ? -1 : 0;
+#else
+  return _PyObject_LookupAttr(obj, key, out) < 0 ? -1 : 0;
+#endif
+}
+
+/* obj.<method>(), looked up as a method (no bound method made). */
+static PyObject *call_method0(PyObject *obj, PyObject *method) {
+#if PY_VERSION_HEX >= 0x03090000
+  return PyObject_VectorcallMethod(method, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+#else
+  return PyObject_CallMethodObjArgs(obj, method, NULL);
+#endif
+}
+
+/* obj.__dlpack_device__() failed: where obj has no __dlpack__ either, a TypeError saying
+   it is no DLPack producer; otherwise the failure as it is (and a failing lookup's own). */
+static PyObject *no_device(const char *func, PyObject *obj) {
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+  PyObject *type, *value, *traceback, *dlpack = NULL;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (lookup(obj, dlpack_key, &dlpack) != 0) {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return NULL;
+  }
+  if (dlpack != NULL) {
+    Py_DECREF(dlpack);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  return PyErr_Format(PyExc_TypeError,
+                      "%s: %.100s has neither a DLPack exchange table "
+                      "(__dlpack_c_exchange_api__) nor __dlpack__",
+                      func, Py_TYPE(obj)->tp_name);
+}
+
 /* The stream argument obj's __dlpack__ gets for the consumer's stream (a new reference). */
 static PyObject *stream_argument(const char *func, PyObject *obj, dl_sync_stream consumer) {
-  if (!PyObject_HasAttrString(obj, "__dlpack__"))
-    return PyErr_Format(PyExc_TypeError,
-                        "%s: %.100s has neither a DLPack exchange table "
-                        "(__dlpack_c_exchange_api__) nor __dlpack__",
-                        func, Py_TYPE(obj)->tp_name);
-  PyObject *device_obj = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
-  if (device_obj == NULL) return NULL;
+  PyObject *device_obj = call_method0(obj, dlpack_device_key);
+  if (device_obj == NULL) return no_device(func, obj);
   DLDevice device;
   int rc = dl_sync_py_device(func, device_obj, &device);
   Py_DECREF(device_obj);
   if (rc != 0) return NULL;
   dl_sync_stream_arg arg;
   int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, NULL), &arg);
-  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_in(func, status);
   if (arg.is_none) Py_RETURN_NONE; /* a device without streams: nothing to order */
   if (!same_family(device, consumer.device))
     return PyErr_Format(PyExc_ValueError,
@@ -92,7 +185,7 @@ static PyObject *stream_argument(const char *func, PyObject *obj, dl_sync_stream
                         func, (int)device.device_type, (int)device.device_id,
                         (int)consumer.device.device_type, (int)consumer.device.device_id);
   status = dl_sync_stream_to_arg(consumer, &arg);
-  if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_in(func, status);
   return PyLong_FromLongLong(arg.value);
 }
 
@@ -117,13 +210,12 @@ static PyObject *versioned_from_legacy(PyObject *legacy) {
 }
 
 /* obj.__dlpack__ called with keyword arguments: names (a tuple) and their values. */
-static PyObject *call_with_keywords(PyObject *obj, PyObject *method, PyObject *const *values,
-                                    PyObject *names) {
+static PyObject *call_with_keywords(PyObject *obj, PyObject *const *values, PyObject *names) {
 #if PY_VERSION_HEX >= 0x03090000
   PyObject *args[] = {obj, values[0], PyTuple_GET_SIZE(names) > 1 ? values[1] : NULL};
-  return PyObject_VectorcallMethod(method, args, 1, names);
+  return PyObject_VectorcallMethod(dlpack_key, args, 1, names);
 #else
-  PyObject *bound = PyObject_GetAttr(obj, method);
+  PyObject *bound = PyObject_GetAttr(obj, dlpack_key);
   PyObject *kwargs = bound != NULL ? PyDict_New() : NULL;
   for (Py_ssize_t i = 0; kwargs != NULL && i < PyTuple_GET_SIZE(names); i++)
     if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(names, i), values[i]) != 0) Py_CLEAR(kwargs);
@@ -136,25 +228,34 @@ static PyObject *call_with_keywords(PyObject *obj, PyObject *method, PyObject *c
 #endif
 }
 
-/* obj.__dlpack__(stream=arg, max_version=(1, 3)), or without max_version for a producer
-   that predates it (a TypeError for the keyword). */
+/* Whether the exception set is a TypeError refusing the keyword max_version (a producer
+   older than DLPack 1.0: "unexpected keyword argument 'max_version'"), and not another
+   TypeError the producer raised. */
+static int max_version_refused(void) {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return 0;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+  PyObject *keyword = text != NULL ? PyUnicode_FromString("keyword") : NULL;
+  int refused = keyword != NULL && PyUnicode_Check(text) &&
+                PyUnicode_Find(text, max_version_key, 0, PyUnicode_GetLength(text), 1) >= 0 &&
+                PyUnicode_Find(text, keyword, 0, PyUnicode_GetLength(text), 1) >= 0;
+  Py_XDECREF(keyword);
+  Py_XDECREF(text);
+  PyErr_Clear(); /* whatever Str or Find raised: the producer's own error is the one */
+  PyErr_Restore(type, value, traceback);
+  return refused;
+}
+
+/* obj.__dlpack__(stream=arg, max_version=(1, 3)); again without max_version only where
+   the producer refused that keyword (it predates DLPack 1.0). */
 static PyObject *call_dlpack(PyObject *obj, PyObject *arg) {
-  static PyObject *method, *names_versioned, *names_stream, *max_version; /* made once */
-  if (method == NULL) {
-    method = PyUnicode_InternFromString("__dlpack__");
-    names_versioned = Py_BuildValue("(ss)", "stream", "max_version");
-    names_stream = Py_BuildValue("(s)", "stream");
-    max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    if (method == NULL || names_versioned == NULL || names_stream == NULL || max_version == NULL) {
-      Py_CLEAR(method);
-      return NULL;
-    }
-  }
   PyObject *values[] = {arg, max_version};
-  PyObject *capsule = call_with_keywords(obj, method, values, names_versioned);
-  if (capsule != NULL || !PyErr_ExceptionMatches(PyExc_TypeError)) return capsule;
+  PyObject *capsule = call_with_keywords(obj, values, names_versioned);
+  if (capsule != NULL || !max_version_refused()) return capsule;
   PyErr_Clear();
-  return call_with_keywords(obj, method, values, names_stream);
+  return call_with_keywords(obj, values, names_stream);
 }
 
 static PyObject *import_through_dlpack(const char *func, PyObject *obj, dl_sync_stream consumer) {
@@ -192,10 +293,15 @@ static PyObject *py_import_tensor(PyObject *module, PyObject *const *args, Py_ss
   if (dl_sync_py_device(func, arg_objs[1], &device) != 0 ||
       dl_sync_py_stream_handle(func, "stream", arg_objs[2], &handle) != 0)
     return NULL;
+  /* The consumer's device is checked on every path: the table's (the group checks it) and
+     __dlpack__'s (where a producer on a device without streams would not). */
+  dl_sync_stream_arg unused;
+  int status = dl_sync_stream_to_arg(dl_sync_stream_view(device, DL_SYNC_STREAM_LEGACY), &unused);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_in(func, status);
   dl_sync_stream consumer = dl_sync_stream_view(device, handle);
   const DLPackExchangeAPI *api = NULL;
   if (dl_sync_py_exchange_table(func, obj, &api) != 0) return NULL;
-  return api != NULL ? import_through_table(api, obj, consumer)
+  return api != NULL ? import_through_table(func, api, obj, consumer)
                      : import_through_dlpack(func, obj, consumer);
 }
 

@@ -21,8 +21,18 @@ static PyObject *table_keys[TABLE_NAMES];
 static int table_from_value(const char *func, PyTypeObject *type, const char *name, PyObject *value,
                             const DLPackExchangeAPI **api) {
   if (PyCapsule_CheckExact(value)) {
+    if (!PyCapsule_IsValid(value, "dlpack_exchange_api")) {
+      const char *capsule_name = PyCapsule_GetName(value);
+      PyErr_Clear(); /* an invalid capsule's name: said as NULL below */
+      PyErr_Format(PyExc_TypeError,
+                   "%s: %.100s.%s is a capsule named %s%.100s%s: expected a PyCapsule named "
+                   "\"dlpack_exchange_api\" holding the table",
+                   func, type->tp_name, name, capsule_name != NULL ? "\"" : "",
+                   capsule_name != NULL ? capsule_name : "NULL", capsule_name != NULL ? "\"" : "");
+      return -1;
+    }
     *api = PyCapsule_GetPointer(value, "dlpack_exchange_api");
-    return *api != NULL ? 0 : -1; /* ValueError naming the capsule's name */
+    return *api != NULL ? 0 : -1;
   }
   if (PyLong_Check(value) && !PyBool_Check(value)) {
     *api = PyLong_AsVoidPtr(value);
@@ -52,35 +62,64 @@ int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExcha
   return 0;
 }
 
-/* The exception for status, with the one the producer set (if any) as its cause. */
-PyObject *dl_sync_py_raise_from_producer(int status) {
+/* The exception set now, normalized (on 3.11 and before, one set with PyErr_SetNone has no
+   value until normalized), its traceback attached; NULL when none is set. */
+static PyObject *take_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
-  PyObject *cause = PyErr_GetRaisedException();
-  dl_sync_py_raise(status);
-  if (cause == NULL) return NULL;
-  PyObject *ours = PyErr_GetRaisedException();
-  PyException_SetContext(ours, Py_NewRef(cause));
-  PyException_SetCause(ours, cause); /* both steal a reference */
-  PyErr_SetRaisedException(ours);
+  return PyErr_GetRaisedException();
 #else
-  PyObject *type = NULL, *cause = NULL, *traceback = NULL;
-  PyErr_Fetch(&type, &cause, &traceback);
-  if (cause != NULL) {
-    PyErr_NormalizeException(&type, &cause, &traceback);
-    if (traceback != NULL) PyException_SetTraceback(cause, traceback);
-  }
+  PyObject *type = NULL, *value = NULL, *traceback = NULL;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (type == NULL) return NULL;
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != NULL && traceback != NULL) PyException_SetTraceback(value, traceback);
   Py_XDECREF(type);
   Py_XDECREF(traceback);
-  dl_sync_py_raise(status);
-  if (cause == NULL) return NULL;
-  PyObject *our_type, *ours, *our_traceback;
-  PyErr_Fetch(&our_type, &ours, &our_traceback);
-  PyErr_NormalizeException(&our_type, &ours, &our_traceback);
+  return value;
+#endif
+}
+
+static void restore_exception(PyObject *exception) { /* steals the reference */
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exception);
+#else
+  PyObject *type = (PyObject *)Py_TYPE(exception);
+  Py_INCREF(type);
+  PyErr_Restore(type, exception, PyException_GetTraceback(exception));
+#endif
+}
+
+/* The exception for status, for the Python function func, with the one the producer set
+   (if any) as its cause. An exception that is no Exception (KeyboardInterrupt, SystemExit)
+   goes on as it is, never turned into one that `except Exception:` would catch. */
+PyObject *dl_sync_py_raise_from_producer(const char *func, int status) {
+  PyObject *cause = take_exception();
+  if (cause != NULL && !PyErr_GivenExceptionMatches(cause, PyExc_Exception)) {
+    restore_exception(cause);
+    return NULL;
+  }
+  dl_sync_py_raise_in(func, status);
+  PyObject *ours = take_exception();
+  if (ours == NULL) { /* no memory for ours: the producer's is the answer */
+    if (cause != NULL) restore_exception(cause);
+    return NULL;
+  }
+  if (cause == NULL) {
+    /* The producer's function failed and set nothing: say so, rather than point to a
+       cause that is not there. */
+    if (status == DL_SYNC_EBACKEND) {
+      PyObject *type = (PyObject *)Py_TYPE(ours);
+      PyErr_Format(type, "%S (the producer set no Python exception)", ours);
+      Py_DECREF(ours);
+      return NULL;
+    }
+    restore_exception(ours);
+    return NULL;
+  }
   Py_INCREF(cause);
   PyException_SetContext(ours, cause);
   PyException_SetCause(ours, cause); /* both steal a reference */
-  PyErr_Restore(our_type, ours, our_traceback);
-#endif
+  restore_exception(ours);
   return NULL;
 }
 
@@ -422,7 +461,7 @@ static PyObject *py_exchange_current_work_stream(PyObject *module, PyObject *arg
   if (api == NULL) return NULL;
   dl_sync_stream stream;
   int status = dl_sync_stream_from_exchange_api(api, device, &stream);
-  if (status != DL_SYNC_OK) return dl_sync_py_raise_from_producer(status);
+  if (status != DL_SYNC_OK) return dl_sync_py_raise_from_producer(func, status);
   if (stream.handle == NULL) Py_RETURN_NONE;
   return PyLong_FromVoidPtr(stream.handle);
 }

@@ -59,6 +59,7 @@ DL_SYNC_PY_INIT PyInit__dlsync(void) {
   for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)
     if (PyModule_AddFunctions(module, areas[i]) < 0) goto fail;
   if (add_constants(module) < 0) goto fail;
+  if (dl_sync_py_exchange_import_init() < 0) goto fail;
   PyObject *array_type = dl_sync_py_exchange_array_type();
   if (array_type == NULL || PyModule_AddObject(module, "ExchangeArray", array_type) < 0) {
     Py_XDECREF(array_type);

@@ -52,9 +52,15 @@ static inline int dl_sync_py_export(dl_sync_stream producer, dl_sync_stream_arg 
 /* The DLPack exchange table of obj's type (exchange_table.c): *api is NULL when the type has
    none; -1 with an exception set for an attribute that is no table. */
 int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExchangeAPI **api);
-/* Raises the exception of a failed exchange call's status, with the exception a producer's
-   function set (if any) as its cause. Returns NULL. */
-PyObject *dl_sync_py_raise_from_producer(int status);
+/* Raises the exception of a failed exchange call's status for the Python function func,
+   with the exception a producer's function set (if any) as its cause; one that is no
+   Exception (KeyboardInterrupt) is left as it is. Returns NULL. */
+PyObject *dl_sync_py_raise_from_producer(const char *func, int status);
+/* Raises the exception of status with the library's message, func (the Python function)
+   in place of the C function's name. Returns NULL. */
+PyObject *dl_sync_py_raise_in(const char *func, int status);
+/* Makes what dlsync.import_tensor uses on every call; the module's init calls it. */
+int dl_sync_py_exchange_import_init(void);
 /* A capsule "dltensor_versioned" that owns tensor: its deleter runs when the capsule goes
    unconsumed. NULL with an exception, the tensor then deleted. */
 PyObject *dl_sync_py_tensor_capsule(DLManagedTensorVersioned *tensor);

@@ -233,12 +233,16 @@ NUMPY_ROWS = [
     ("dlsync.import_tensor", "`__dlpack_c_exchange_api__` a str", lambda: dlsync.import_tensor(BadAttribute(), CUDA, None),
      TypeError, "BadAttribute.__dlpack_c_exchange_api__ is a str: expected a PyCapsule named \"dlpack_exchange_api\""),
     ("dlsync.import_tensor", "a capsule of another name", lambda: dlsync.import_tensor(OtherCapsule(), CUDA, None),
-     ValueError, "PyCapsule_GetPointer called with incorrect name"),
+     TypeError, "OtherCapsule.__dlpack_c_exchange_api__ is a capsule named \"other_api\": expected a PyCapsule "
+     "named \"dlpack_exchange_api\""),
     ("dlsync.import_tensor", "`__c_dlpack_exchange_api__` 0 (DLPack 1.2's int)",
      lambda: dlsync.import_tensor(ZeroAddress(), CUDA, None), ValueError, "ZeroAddress.__c_dlpack_exchange_api__ is 0"),
     ("dlsync.import_tensor", "a table of major version 2 only",
      lambda: import_from(tp.variant("Major2", version=(2, 0))), BufferError,
      "no exchange table of major version 1 in the chain (newest is 2.0)"),
+    ("dlsync.import_tensor", "a table of version 0.9 only",
+     lambda: import_from(tp.variant("Old09", version=(0, 9))), BufferError,
+     "no exchange table of major version 1 in the chain (newest is 0.9): expected a table of DLPack 1.2 or later"),
     ("dlsync.import_tensor", "prev_api cycle", lambda: import_from(tp.variant("Cyclic", version=(2, 0), cyclic=True)),
      ValueError, "cyclic or corrupt"),
     ("dlsync.import_tensor", "no managed_tensor_from_py_object_no_sync",
@@ -250,9 +254,18 @@ NUMPY_ROWS = [
      RuntimeError, "current_work_stream(cuda, 0) failed with -1"),
     ("dlsync.import_tensor", "current_work_stream answers a stream of device 1",
      lambda: import_from(fault="stream answers", answer_device=1), RuntimeError,
-     "dl_sync_group_wait: producer stream 1 of 1"),
+     "dlsync.import_tensor: producer stream 1 of 1"),
     ("dlsync.import_tensor", "the conversion returns -1", lambda: import_from(fault="conversion fails"),
-     RuntimeError, "managed_tensor_from_py_object_no_sync failed with -1"),
+     RuntimeError, "managed_tensor_from_py_object_no_sync failed with -1 (the producer set no Python exception)"),
+    ("dlsync.import_tensor", "device (99, 0), `__dlpack__` on the CPU",
+     lambda: dlsync.import_tensor(numpy.zeros(1), (99, 0), None), ValueError,
+     "dlsync.import_tensor: consumer stream has unknown device type 99"),
+    ("dlsync.import_tensor", "device (1, -1), `__dlpack__` on the CPU",
+     lambda: dlsync.import_tensor(numpy.zeros(1), (1, -1), None), ValueError,
+     "dlsync.import_tensor: consumer stream has device id -1 on cpu: expected 0 to"),
+    ("dlsync.import_tensor", "device (99, 0), a table on the CPU",
+     lambda: import_from(device=CPU, consumer_device=(99, 0)), ValueError,
+     "dlsync.import_tensor: consumer stream has unknown device type 99"),
     ("dlsync.import_tensor", "the conversion returns no tensor", lambda: import_from(fault="no tensor"),
      RuntimeError, "returned 0 and no tensor"),
     ("dlsync.import_tensor", "a tensor of DLPack 2.0", lambda: import_from(fault="major 2"),
@@ -287,6 +300,8 @@ class BadInput(unittest.TestCase):
                     with self.assertRaises(exception) as raised:
                         call()
                     self.assertIn(message, str(raised.exception))
+                    if function == "dlsync.import_tensor":  # the Python name, never the C one
+                        self.assertTrue(str(raised.exception).startswith(function + ": "), str(raised.exception))
 
     def test_accepted_values_are_not_rows(self):
         # What the array API's callers pass: any __index__ integer, numpy's included.

@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""dlsync.import_tensor against producers that fail or run Python code where dlsync calls
+them: a C table (hostile_table.c, built by CMake) whose conversion sets KeyboardInterrupt
+with PyErr_SetNone, SystemExit, a ValueError or nothing; Python producers whose
+__getattr__ raises, whose __dlpack__ raises its own TypeError or refuses max_version; a gc
+callback that calls import_tensor while it runs. Each names what it would catch."""
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+import numpy as np
+
+import dlsync
+
+try:
+    import hostile_table
+except ImportError as error:  # built by the CMake build next to the package
+    hostile_table = None
+    HOSTILE_REASON = f"hostile_table is not built ({error}): the CMake build makes it"
+
+CPU = (1, 0)
+
+
+@unittest.skipIf(hostile_table is None, "" if hostile_table else HOSTILE_REASON)
+class ATableThatFails(unittest.TestCase):
+    def tearDown(self):
+        hostile_table.fail_with(None)
+
+    def test_it_works_when_it_does_not_fail(self):
+        before = hostile_table.deletions()
+        capsule = dlsync.import_tensor(hostile_table.Hostile(), CPU, None)
+        self.assertEqual(dlsync.tensor_release(capsule, None), dlsync.RELEASED_NOW)
+        self.assertEqual(hostile_table.deletions() - before, 1)
+
+    def test_keyboard_interrupt_set_with_pyerr_setnone_goes_on_as_it_is(self):
+        # On 3.11 and before its value exists only once normalized: it must not be dropped.
+        hostile_table.fail_with("interrupt")
+        with self.assertRaises(KeyboardInterrupt) as raised:
+            dlsync.import_tensor(hostile_table.Hostile(), CPU, None)
+        self.assertIs(type(raised.exception), KeyboardInterrupt)
+
+    def test_system_exit_goes_on_as_it_is(self):
+        hostile_table.fail_with("exit")
+        with self.assertRaises(SystemExit):
+            try:
+                dlsync.import_tensor(hostile_table.Hostile(), CPU, None)
+            except Exception:  # what it must not be caught as
+                self.fail("SystemExit came out as an Exception")
+
+    def test_an_exception_is_the_cause_of_dlsyncs(self):
+        hostile_table.fail_with("value")
+        with self.assertRaises(RuntimeError) as raised:
+            dlsync.import_tensor(hostile_table.Hostile(), CPU, None)
+        self.assertIsInstance(raised.exception.__cause__, ValueError)
+        self.assertTrue(str(raised.exception).startswith("dlsync.import_tensor: "), str(raised.exception))
+        self.assertIn("managed_tensor_from_py_object_no_sync failed with -1", str(raised.exception))
+        self.assertNotIn("set no Python exception", str(raised.exception))
+
+    def test_minus_one_without_an_exception_is_said_so(self):
+        hostile_table.fail_with("nothing")
+        with self.assertRaises(RuntimeError) as raised:
+            dlsync.import_tensor(hostile_table.Hostile(), CPU, None)
+        self.assertIsNone(raised.exception.__cause__)
+        self.assertIn("(the producer set no Python exception)", str(raised.exception))
+        self.assertNotIn("an exception is set", str(raised.exception))
+
+
+class Interrupting:
+    """A producer whose attribute lookups raise (a proxy whose backend went away)."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise self.error
+
+
+class Counting:
+    """A producer on the CPU whose __dlpack__ counts its calls and raises what it is told."""
+
+    def __init__(self, error=None, legacy=False):
+        self.data, self.error, self.legacy, self.calls = np.arange(4, dtype=np.uint8), error, legacy, 0
+
+    def __dlpack_device__(self):
+        return CPU
+
+    def __dlpack__(self, *, stream=None, **keywords):
+        self.calls += 1
+        if self.legacy and "max_version" in keywords:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        if self.error is not None:
+            raise self.error
+        return self.data.__dlpack__()
+
+
+class PythonProducers(unittest.TestCase):
+    def test_an_error_of_getattr_is_not_turned_into_no_dlpack(self):
+        for error in (KeyboardInterrupt(), LookupError("the backend went away")):
+            with self.subTest(error=type(error).__name__):
+                with self.assertRaises(type(error)):
+                    dlsync.import_tensor(Interrupting(error), CPU, None)
+
+    def test_an_object_without_dlpack_is_told_so(self):
+        with self.assertRaisesRegex(TypeError, "dlsync.import_tensor: object has neither a DLPack exchange table"):
+            dlsync.import_tensor(object(), CPU, None)
+
+    def test_a_producers_own_type_error_is_not_retried(self):
+        producer = Counting(TypeError("the producer's own TypeError"))
+        with self.assertRaisesRegex(TypeError, "the producer's own TypeError"):
+            dlsync.import_tensor(producer, CPU, None)
+        self.assertEqual(producer.calls, 1)
+
+    def test_a_refused_max_version_is_asked_again_without_it(self):
+        producer = Counting(legacy=True)
+        capsule = dlsync.import_tensor(producer, CPU, None)
+        self.assertEqual(producer.calls, 2)
+        self.assertEqual(dlsync.tensor_release(capsule, None), dlsync.RELEASED_NOW)
+
+    def test_a_producer_of_dlpack_1_is_asked_once(self):
+        producer = Counting()
+        dlsync.tensor_release(dlsync.import_tensor(producer, CPU, None), None)
+        self.assertEqual(producer.calls, 1)
+
+    def test_keyboard_interrupt_from_dlpack_goes_on_as_it_is(self):
+        producer = Counting(KeyboardInterrupt())
+        with self.assertRaises(KeyboardInterrupt):
+            dlsync.import_tensor(producer, CPU, None)
+        self.assertEqual(producer.calls, 1)
+
+
+class GarbageCollectionInside(unittest.TestCase):
+    def test_a_gc_callback_calling_import_tensor_at_its_first_call(self):
+        # Every allocation collects (threshold 1), and each collection imports again: on
+        # 3.11, statics made on the first call were seen half made (a crash).
+        script = textwrap.dedent("""
+            import gc, numpy as np, dlsync
+            depth = [0]
+            def again(phase, info):
+                if phase == "start" and depth[0] == 0:
+                    depth[0] += 1
+                    try:
+                        dlsync.tensor_release(dlsync.import_tensor(np.zeros(2), (1, 0), None), None)
+                    finally:
+                        depth[0] -= 1
+            gc.callbacks.append(again)
+            gc.set_threshold(1)
+            dlsync.tensor_release(dlsync.import_tensor(np.zeros(2), (1, 0), None), None)
+            gc.set_threshold(700)
+            gc.callbacks.remove(again)
+            print("imported")
+        """)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ,
+                              timeout=120)
+        self.assertEqual((done.returncode, done.stdout.strip()), (0, "imported"), done.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
