@@ -7,10 +7,14 @@
 # stays bounded and Debian's own packages (numpy, torch 1.13) are left as they are. The
 # tests put FOLDER ahead of the system's packages in their own process only.
 #
-# PyTorch's CPU wheel comes from PyTorch's CPU index (a PyTorch wheel from PyPI is its CUDA
-# build, gigabytes with its libraries) into FOLDER/torch, with its dependencies. Where that
-# index cannot be reached the script says so and goes on: the PyTorch tests then skip with
-# that reason. Usage: scripts/install-python-test-deps.sh [FOLDER]
+# The frameworks the suites exchange with as peers, PyTorch, JAX (CPU) and NumPy 2, come from
+# PyPI with their dependencies (PyTorch's Linux wheel is its CUDA build: with the nvidia-*
+# wheels about 5 GB installed; it imports and works on a CPU-only machine for CPU tensors).
+# They are installed once per pin set and interpreter into a folder outside the clone that
+# persists between CI runs on one machine (DL_SYNC_PYPI_CACHE, default
+# ~/.cache/dlsync-ci/peers-<python>-<hash of the pins>), and FOLDER/peers links to it. Where
+# PyPI cannot be reached the script says so and goes on: those tests then skip with that
+# reason. Usage: scripts/install-python-test-deps.sh [FOLDER]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 folder=${1:-build/pypi-site}
@@ -22,8 +26,7 @@ pinned=(
   cuda-bindings==13.5.0 # cuda.core imports it; the driver is loaded only when used
   cuda-pathfinder==1.9.1
 )
-torch_pin=torch==2.10.0+cpu
-torch_index=https://download.pytorch.org/whl/cpu
+peers=(torch==2.15.0 "jax[cpu]==0.10.2" numpy==2.4.6)
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
 pip_install() { # target, pip arguments...
@@ -36,21 +39,36 @@ stamp=$folder/.pinned
 if [ "$(cat "$stamp" 2>/dev/null)" != "${pinned[*]}" ]; then
   rm -rf "$folder.new"
   pip_install "$folder.new" --no-deps "${pinned[@]}"
-  [ -d "$folder/torch" ] && mv "$folder/torch" "$folder.new/torch"
+  [ -e "$folder/peers" ] && mv "$folder/peers" "$folder.new/peers"
   rm -rf "$folder" && mv "$folder.new" "$folder"
   echo "${pinned[*]}" >"$stamp"
   echo "installed into $folder: ${pinned[*]}"
 fi
 
-torch_stamp=$folder/torch/.pinned
-if [ "$(cat "$torch_stamp" 2>/dev/null)" != "$torch_pin" ]; then
-  rm -rf "$folder/torch"
-  if pip_install "$folder/torch" --index-url "$torch_index" "$torch_pin" >"$folder/torch.log" 2>&1; then
-    echo "$torch_pin" >"$torch_stamp"
-    echo "installed into $folder/torch: $torch_pin"
+tag=$("$python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+key=$(printf '%s\n' "$tag" "${peers[@]}" | sha256sum | cut -c1-12)
+cache=${DL_SYNC_PYPI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlsync-ci}/peers-$tag-$key
+if [ ! -f "$cache/.complete" ]; then
+  started=$(date +%s)
+  mkdir -p "$(dirname "$cache")"
+  rm -rf "$cache.new"
+  if pip_install "$cache.new" "${peers[@]}" >"$cache.log" 2>&1; then
+    echo "${peers[*]}" >"$cache.new/.complete"
+    rm -rf "$cache" && mv "$cache.new" "$cache"
+    # The installs of other pin sets for this interpreter are not used again.
+    for old in "$(dirname "$cache")/peers-$tag-"*; do
+      [ "$old" = "$cache" ] || [ "$old" = "$cache.log" ] || rm -rf "$old"
+    done
+    echo "installed into $cache: ${peers[*]} ($(($(date +%s) - started)) s, $(du -sh "$cache" | cut -f1))"
   else
-    rm -rf "$folder/torch"
-    echo "not installed: $torch_pin from $torch_index ($(tail -n 1 "$folder/torch.log");" \
-      "$folder/torch.log says more): the PyTorch table tests skip"
+    rm -rf "$cache.new"
+    echo "not installed: ${peers[*]} ($(tail -n 1 "$cache.log"); $cache.log says more):" \
+      "the tests of those peers skip"
   fi
+fi
+if [ -f "$cache/.complete" ]; then
+  ln -sfn "$cache" "$folder/peers"
+  echo "peers: $folder/peers -> $cache (${peers[*]})"
+else
+  rm -f "$folder/peers"
 fi

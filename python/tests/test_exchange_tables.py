@@ -7,18 +7,14 @@ release path running the producer's deleter once, and dlsync.testing.check_excha
 
 A framework that is not installed is skipped with the reason. scripts/install-python-test-
 deps.sh installs them, pinned, into the folder DL_SYNC_PYPI_SITE names (the CMake build
-passes build/pypi-site), PyTorch's CPU wheel into its folder torch/ there; .ci/run runs it.
+passes build/pypi-site), PyTorch from PyPI into its peers/ there (pypi_site.py).
 """
 import gc
 import os
 import sys
 import unittest
 
-SITE = os.environ.get("DL_SYNC_PYPI_SITE", "")
-for folder in (os.path.join(SITE, "torch"), SITE) if SITE else ():
-    if os.path.isdir(folder):  # ahead of the system's packages (Debian's torch is 1.13)
-        sys.path.insert(0, folder)
-
+import pypi_site  # noqa: F401 (ahead of the system's packages: Debian's torch is 1.13)
 import numpy as np  # noqa: E402
 
 import dlsync  # noqa: E402
