@@ -466,6 +466,45 @@ static PyObject *py_exchange_current_work_stream(PyObject *module, PyObject *arg
   return PyLong_FromVoidPtr(stream.handle);
 }
 
+/* A legacy tensor "dltensor" that owns a versioned one: what a consumer that asks without
+   max_version (before DLPack 1.0) must be handed. */
+typedef struct legacy_tensor {
+  DLManagedTensor tensor;
+  DLManagedTensorVersioned *inner;
+} legacy_tensor;
+
+static void legacy_deleter(DLManagedTensor *tensor) {
+  legacy_tensor *legacy = (legacy_tensor *)tensor;
+  if (legacy->inner->deleter != NULL) legacy->inner->deleter(legacy->inner);
+  PyMem_RawFree(legacy);
+}
+
+static void legacy_capsule_gone(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  DLManagedTensor *tensor = PyCapsule_GetPointer(capsule, "dltensor");
+  if (tensor != NULL && tensor->deleter != NULL) tensor->deleter(tensor);
+}
+
+/* _exchange_legacy(capsule): the versioned capsule's tensor as a legacy capsule "dltensor"
+   (its flags, which DLPack before 1.0 cannot say, are dropped); the capsule is marked
+   consumed. */
+static PyObject *py_exchange_legacy(PyObject *module, PyObject *capsule) {
+  (void)module;
+  DLManagedTensorVersioned *inner = capsule_tensor("dlsync.audit", capsule);
+  if (inner == NULL) return NULL;
+  legacy_tensor *legacy = PyMem_RawMalloc(sizeof *legacy);
+  if (legacy == NULL) return PyErr_NoMemory();
+  legacy->tensor = (DLManagedTensor){.dl_tensor = inner->dl_tensor, .deleter = legacy_deleter};
+  legacy->inner = inner;
+  if (PyCapsule_SetName(capsule, "used_dltensor_versioned") != 0) {
+    PyMem_RawFree(legacy);
+    return NULL;
+  }
+  PyObject *result = PyCapsule_New(&legacy->tensor, "dltensor", legacy_capsule_gone);
+  if (result == NULL) legacy_deleter(&legacy->tensor); /* given back to its producer */
+  return result;
+}
+
 PyMethodDef dl_sync_py_exchange_table_methods[] = {
     {"_exchange_current_work_stream", py_exchange_current_work_stream, METH_VARARGS,
      "_exchange_current_work_stream(obj, device)"},
@@ -478,6 +517,7 @@ PyMethodDef dl_sync_py_exchange_table_methods[] = {
     {"_exchange_to_object", py_exchange_to_object, METH_VARARGS,
      "_exchange_to_object(obj, capsule)"},
     {"_exchange_counted", py_exchange_counted, METH_O, "_exchange_counted(capsule)"},
+    {"_exchange_legacy", py_exchange_legacy, METH_O, "_exchange_legacy(capsule)"},
     {"_exchange_deletions", py_exchange_deletions, METH_NOARGS, "_exchange_deletions()"},
     {NULL, NULL, 0, NULL},
 };

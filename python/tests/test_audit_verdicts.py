@@ -75,3 +75,88 @@ class Summary(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MinimalAdapter(unittest.TestCase):
+    """docs/audit.md's --simulated adapter, with only the methods it says are enough: it has
+    no marker, so whether a read completed is unknown, which must not read as a RACE."""
+
+    def run_pair(self, producer, consumer):
+        import dlsync.audit
+        from audit_simulated_adapter import MyArrayAdapter, PlainAdapter
+
+        adapters = {"mine": MyArrayAdapter(), "plain": PlainAdapter()}
+        report = dlsync.audit.run(pairs=[(adapters.get(producer, producer), adapters.get(consumer, consumer))],
+                                  simulated=True, window=0.05, cells=["handle"])
+        return report, report.pairs[0]
+
+    def test_a_correct_producer_is_ordered_not_a_race(self):
+        for producer, consumer in (("mine", "mine"), ("dlsync", "mine")):
+            with self.subTest(producer=producer, consumer=consumer):
+                report, pair = self.run_pair(producer, consumer)
+                for key in ("handle",):
+                    self.assertEqual(pair.cells[key].verdict, ORDERED, (key, pair.cells[key].detail))
+                    self.assertIn("completion not checked", pair.cells[key].detail)
+                self.assertEqual(report.exit_status(), 0)
+
+    def test_a_producer_without_dlsync_is_still_a_race(self):
+        report, pair = self.run_pair("plain", "mine")
+        for key in ("handle",):
+            self.assertEqual(pair.cells[key].verdict, RACE, key)
+        self.assertEqual(report.exit_status(), 1)
+
+
+class ErrorsAndGpu(unittest.TestCase):
+    def test_the_json_tells_expected_errors_from_unexpected_ones(self):
+        cells = {"None": Cell("None", ORDERED), "1": Cell("1", ERROR, "stream on the CPU", error_expected=True),
+                 "exchange": Cell("exchange", ERROR, "JaxRuntimeError: a harness failure")}
+        r = Report("cuda", {"gate": "test"}, {}, [PairResult("a", "b", "cpu", cells)], runs=2, window=0.1,
+                   cells=list(cells))
+        found = r.to_json()
+        self.assertTrue(found["pairs"][0]["cells"]["1"]["error_expected"])
+        self.assertFalse(found["pairs"][0]["cells"]["exchange"]["error_expected"])
+        self.assertEqual(found["summary"]["errors_unexpected"], [{"producer": "a", "consumer": "b", "cell": "exchange"}])
+        self.assertEqual((found["summary"]["error as asked"], found["summary"]["error unexpected"]), (1, 1))
+        self.assertIn("dlsync.audit: unexpected errors: 1: a -> b exchange", r.summary_lines())
+
+    def test_require_gpu_fails_a_run_of_cpu_pairs_only(self):
+        cpu_only = Report("cuda", {"gate": "test"}, {}, [PairResult("a", "b", "cpu", {"None": Cell("None", ORDERED)})],
+                          runs=2, window=0.1, cells=["None"])
+        self.assertIn("dlsync.audit: no GPU: 1 CPU pairs audited", cpu_only.summary_lines())
+        self.assertEqual(cpu_only.exit_status(), 0)
+        self.assertEqual(cpu_only.exit_status(require_gpu=True), 4)
+        self.assertEqual(cpu_only.to_json(require_gpu=True)["exit_status"], 4)
+        on_gpu = Report("cuda", {"gate": "test"}, {}, [PairResult("a", "b", "cuda", {"None": Cell("None", ORDERED)})],
+                        runs=2, window=0.1, cells=["None"])
+        self.assertEqual(on_gpu.exit_status(require_gpu=True), 0)
+        self.assertFalse(any("no GPU" in line for line in on_gpu.summary_lines()))
+
+
+class JaxHarness(unittest.TestCase):
+    def test_a_consumer_asking_without_max_version_gets_the_legacy_capsule(self):
+        import numpy as np
+
+        import dlsync
+        from dlsync.audit._cells import Imported
+
+        for kwargs, name in (({}, "dltensor"), ({"max_version": None}, "dltensor"),
+                             ({"max_version": (0, 8)}, "dltensor"), ({"max_version": (1, 3)}, "dltensor_versioned")):
+            with self.subTest(**kwargs):
+                capsule = dlsync.import_tensor(np.arange(4, dtype=np.uint8), (1, 0), None)
+                handed = Imported(capsule, (1, 0)).__dlpack__(stream=None, **kwargs)
+                self.assertIn(f'"{name}"', repr(handed))
+                if name == "dltensor":  # what any NumPy takes (1.x knows no versioned capsule)
+                    self.assertEqual(np.from_dlpack(_Holder(handed)).tolist(), [0, 1, 2, 3])
+                else:
+                    dlsync.tensor_release(handed, None)
+
+
+class _Holder:
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule

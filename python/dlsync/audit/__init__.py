@@ -27,7 +27,8 @@ On a GPU a producer's stream is held by the driver itself (cuStreamWaitValue32 o
 mapped memory, no compiler needed), so an unordered consumer reads before the write every
 time; on the simulated device (``--simulated``) by dlsync.testing's hold, with the race
 checker beside the values. The command exits 1 on a RACE DLPack does not ask for (0 with
---allow-race), 3 when no pair could run, 2 on a usage error. docs/audit.md says more.
+--allow-race), 3 when no pair could run, 4 with --require-gpu when no pair ran on a GPU,
+2 on a usage error. docs/audit.md says more.
 
 A framework without a built-in adapter writes one: a subclass of ``Adapter`` with
 ``stream``, ``make`` and ``consume`` (see its docstring), passed to ``run`` or named on the
@@ -38,7 +39,7 @@ import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from ._adapters import built_in
+from ._adapters import built_in, capsule_memory
 from ._cells import Options, run_pair
 from ._core import (
     CELLS,
@@ -78,6 +79,7 @@ __all__ = [
     "Read",
     "Report",
     "adapters",
+    "capsule_memory",
     "main",
     "payload",
     "run",
@@ -261,6 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the findings as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
     parser.add_argument("--allow-race", action="store_true", help="exit 0 on a RACE too")
+    parser.add_argument("--require-gpu", action="store_true",
+                        help="exit 4 when no pair ran on a GPU (a GPU job on a runner without one)")
     parser.add_argument("--list", action="store_true",
                         help="list the adapters and whether each can run here, then exit")
     options = parser.parse_args(argv)
@@ -288,13 +292,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     print(report.table())
     print()
-    for line in report.summary_lines(options.allow_race):
+    for line in report.summary_lines(options.allow_race, options.require_gpu):
         print(line)
     if options.markdown:
         with open(options.markdown, "w", encoding="utf-8") as out:
             out.write(report.table() + "\n")
     if options.json:
         with open(options.json, "w", encoding="utf-8") as out:
-            json.dump(report.to_json(options.allow_race), out, indent=1)
+            json.dump(report.to_json(options.allow_race, options.require_gpu), out, indent=1)
             out.write("\n")
-    return report.exit_status(options.allow_race)
+    return report.exit_status(options.allow_race, options.require_gpu)

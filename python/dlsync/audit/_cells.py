@@ -34,9 +34,12 @@ from ._core import (
 )
 from ._gates import Hold, NoHold, World
 from .. import RELEASE_DEFERRED, RELEASE_GRAPH, RELEASED_NOW, RELEASED_ORDERED
+from .._dlsync import _exchange_legacy
 
 RELEASE_NAMES = {RELEASED_NOW: "released now", RELEASED_ORDERED: "ordered",
                  RELEASE_DEFERRED: "deferred", RELEASE_GRAPH: "kept by a graph"}
+UNTIMED = ("completion not checked: the consumer's adapter has no marker (the verdict rests on "
+           "the values and, on the simulated device, the race checker)")
 HOST_BLOCK_LIMIT = 0.5  # a consumer call still running then blocks the host
 POLL = 50e-6
 
@@ -130,6 +133,11 @@ class Imported:
         capsule, self.capsule = self.capsule, None
         if capsule is None:
             raise BufferError("the imported capsule was handed out already")
+        max_version = kwargs.get("max_version")
+        if max_version is None or tuple(max_version)[0] < 1:
+            # A consumer that asks without max_version (before DLPack 1.0, JAX 0.10) must be
+            # handed the legacy capsule "dltensor", as DLPack says.
+            return _exchange_legacy(capsule)
         return capsule
 
 
@@ -174,7 +182,7 @@ class Pair:
         self.world.synchronize()
 
     # -- a gated exchange ----------------------------------------------------------------
-    def exchange(self, seed: int, gated: bool, call: Callable[[Any, Any], Tuple[Read, Callable[[], bool]]],
+    def exchange(self, seed: int, gated: bool, call: Callable[[Any, Any], Tuple[Read, Optional[Callable[[], bool]]]],
                  consumer_stream: Any, make: Optional[Callable[[Any, Any], Any]] = None) -> Run:
         """The producer writes behind a gate on its stream (make: the producer's ``make``
         unless given); call(tensor, consumer_stream) imports and reads (returns the read
@@ -203,7 +211,7 @@ class Pair:
         return run
 
     def _held(self, run: Run, staged: Any, gated: bool,
-              call: Callable[[Any, Any], Tuple[Read, Callable[[], bool]]],
+              call: Callable[[Any, Any], Tuple[Read, Optional[Callable[[], bool]]]],
               consumer_stream: Any, make: Callable[[Any, Any], Any]) -> Tuple[Any, Optional[Read]]:
         """The part of a run while the gate is closed: the producer's make, the consumer's
         call, the window; the gate open again at the end."""
@@ -221,7 +229,10 @@ class Pair:
             finally:
                 run.blocked = hold.timer_stop()
             if hold.gated and not run.blocked:
-                run.raced = _wait(ready, self.options.window)
+                if ready is None:  # unknown stays unknown: no timing evidence either way
+                    run.notes.append(UNTIMED)
+                else:
+                    run.raced = _wait(ready, self.options.window)
         except NotImplementedError as error:
             run.unavailable = str(error)
         except Exception as error:
@@ -230,16 +241,16 @@ class Pair:
             hold.open()
         return tensor, read
 
-    def stream_call(self, spec: CellSpec) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
-        def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
+    def stream_call(self, spec: CellSpec) -> Callable[[Any, Any], Tuple[Read, Optional[Callable[[], bool]]]]:
+        def call(tensor: Any, stream: Any) -> Tuple[Read, Optional[Callable[[], bool]]]:
             exported = tensor if spec.argument == HANDLE else Forced(tensor, spec.argument)
             read = self.consumer.consume(exported, stream)
             return read, read.ready or self.consumer.marker(stream)
 
         return call
 
-    def exchange_call(self, device: Any) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
-        def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
+    def exchange_call(self, device: Any) -> Callable[[Any, Any], Tuple[Read, Optional[Callable[[], bool]]]]:
+        def call(tensor: Any, stream: Any) -> Tuple[Read, Optional[Callable[[], bool]]]:
             capsule = self.consumer.import_exchange(tensor, device, stream,
                                                     self.options.exchange_import)
             read = self.consumer.consume(Imported(capsule, device), stream)
@@ -247,8 +258,8 @@ class Pair:
 
         return call
 
-    def capture_call(self) -> Callable[[Any, Any], Tuple[Read, Callable[[], bool]]]:
-        def call(tensor: Any, stream: Any) -> Tuple[Read, Callable[[], bool]]:
+    def capture_call(self) -> Callable[[Any, Any], Tuple[Read, Optional[Callable[[], bool]]]]:
+        def call(tensor: Any, stream: Any) -> Tuple[Read, Optional[Callable[[], bool]]]:
             graph, read = self.consumer.capture(stream, lambda: self.consumer.consume(tensor, stream))
             return read, self.consumer.launch(graph, stream)
 
@@ -327,6 +338,7 @@ def stream_cell(pair: Pair, spec: CellSpec) -> Cell:
         cell.detail = "; ".join(filter(None, [note, cell.detail]))
     elif note and cell.verdict == ERROR:
         cell.detail += " (as DLPack asks on a device without streams)"
+        cell.error_expected = True
     return cell
 
 
@@ -421,7 +433,8 @@ def _release_held(run: Run, seen: Dict[str, Any], pair: Pair, holder: List[Any],
         seen["next owner"] = reused  # alive until the read's values are in
         seen["reused_the_block"] = (first_address is not None and
                                     producer.address(reused) == first_address)
-        seen["write_landed"] = _wait(producer.marker(stream), max(pair.options.window, 0.2))
+        landed = producer.marker(stream)
+        seen["write_landed"] = _wait(landed, max(pair.options.window, 0.2)) if landed else None
     except NotImplementedError as error:
         run.unavailable = str(error)
     except Exception as error:

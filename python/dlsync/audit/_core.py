@@ -109,10 +109,15 @@ class Adapter:
             return None
         raise NotImplementedError(f"the {self.name} adapter has no per-thread default stream")
 
-    def marker(self, stream: Any) -> Callable[[], bool]:
+    def marker(self, stream: Any) -> Optional[Callable[[], bool]]:
         """Says, without blocking, whether the work enqueued on stream so far has completed
-        (an event recorded now and queried later)."""
-        return lambda: True
+        (an event recorded now and queried later). None: the adapter cannot tell (the
+        default off the host), and a cell's verdict rests on the values and, on the
+        simulated device, the race checker. On the host the work is done when the call
+        that enqueued it returns."""
+        if self.device() == CPU:
+            return lambda: True
+        return None
 
     def synchronize(self) -> None:
         """Waits for all of the framework's work (called with every gate open)."""
@@ -215,11 +220,12 @@ class Cell:
     is what DLPack asks for (stream=-1: "no synchronization"), which never fails a run."""
 
     def __init__(self, key: str, verdict: str, detail: str = "", race_expected: bool = False,
-                 runs: Optional[List[Dict[str, Any]]] = None) -> None:
+                 runs: Optional[List[Dict[str, Any]]] = None, error_expected: bool = False) -> None:
         self.key = key
         self.verdict = verdict
         self.detail = detail
         self.race_expected = race_expected
+        self.error_expected = error_expected  # an error DLPack asks for (a stream on the CPU)
         self.runs = runs or []
 
     @property
@@ -237,4 +243,10 @@ class Cell:
 
     def to_json(self) -> Dict[str, Any]:
         return {"verdict": self.verdict, "detail": self.detail,
-                "race_expected": self.race_expected, "runs": self.runs}
+                "race_expected": self.race_expected, "error_expected": self.error_expected,
+                "runs": self.runs}
+
+    @property
+    def unexpected_error(self) -> bool:
+        """An error DLPack does not ask for: the pair (or the harness) failed."""
+        return self.verdict == ERROR and not self.error_expected

@@ -5,6 +5,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._core import (
     CELLS,
+    CUDA,
+    ERROR,
     HOST_BLOCKED,
     NOT_AVAILABLE,
     NOT_RUN,
@@ -48,8 +50,9 @@ def _short(text: str, limit: int = 72) -> str:
 
 
 class Report:
-    """What one audit found. ``exit_status(allow_race)`` is the command's: 0, 1 (a RACE
-    DLPack does not ask for), 3 (nothing could run)."""
+    """What one audit found. ``exit_status(allow_race, require_gpu)`` is the command's: 0,
+    1 (a RACE DLPack does not ask for), 3 (nothing could run), 4 (--require-gpu and no pair
+    ran on a GPU)."""
 
     def __init__(self, device: str, world: Dict[str, Any], frameworks: Dict[str, str],
                  pairs: List[PairResult], runs: int, window: float,
@@ -66,11 +69,21 @@ class Report:
         """The cells with a RACE that DLPack does not ask for."""
         return [(pair, cell) for pair, cell in self.cells() if cell.failing]
 
+    def unexpected_errors(self) -> List[Tuple[PairResult, Cell]]:
+        """The error cells DLPack does not ask for (a framework's or the harness's failure)."""
+        return [(pair, cell) for pair, cell in self.cells() if cell.unexpected_error]
+
+    def gpu_pairs(self) -> int:
+        """How many pairs ran on a GPU (not the host, not the simulated device)."""
+        return sum(1 for p in self.pairs if p.cells and p.device == CUDA)
+
     def counts(self) -> Dict[str, int]:
         counts = {verdict: 0 for verdict in VERDICTS}
         for _, cell in self.cells():
             counts[cell.verdict] += 1
         counts["RACE as asked"] = sum(1 for _, c in self.cells() if c.verdict == RACE and c.race_expected)
+        counts["error as asked"] = sum(1 for _, c in self.cells() if c.verdict == ERROR and c.error_expected)
+        counts["error unexpected"] = len(self.unexpected_errors())
         counts["pairs"] = len(self.pairs)
         counts["pairs run"] = sum(1 for p in self.pairs if not p.not_run)
         return counts
@@ -90,32 +103,43 @@ class Report:
                 passed += cell.verdict == RACE if which == "control" else cell.verdict != RACE
         return judged, passed
 
-    def exit_status(self, allow_race: bool = False) -> int:
+    def exit_status(self, allow_race: bool = False, require_gpu: bool = False) -> int:
         if not any(pair.cells for pair in self.pairs):
             return 3
-        return 1 if self.failing() and not allow_race else 0
+        if self.failing() and not allow_race:
+            return 1
+        return 4 if require_gpu and not self.gpu_pairs() else 0
 
     # -- output --------------------------------------------------------------------------
-    def summary_lines(self, allow_race: bool = False) -> List[str]:
+    def summary_lines(self, allow_race: bool = False, require_gpu: bool = False) -> List[str]:
         counts = self.counts()
         lines = [f"dlsync.audit: device: {self.device}; gate: {self.world.get('gate', '')}"]
+        if self.device == CUDA and not self.gpu_pairs():
+            lines.append(f"dlsync.audit: no GPU: {counts['pairs run']} CPU pairs audited")
         lines += [f"dlsync.audit: warning: {w}" for w in self.world.get("warnings", [])]
         lines.append("dlsync.audit: frameworks: " +
                      ", ".join(f"{name}: {what}" for name, what in self.frameworks.items()))
         verdicts = ", ".join(f"{v} {counts[v]}" for v in VERDICTS)
         lines.append(f"dlsync.audit: summary: pairs {counts['pairs run']} of {counts['pairs']}, "
                      f"cells {len(self.cells())}: {verdicts} (RACE as stream=-1 asks: "
-                     f"{counts['RACE as asked']})")
+                     f"{counts['RACE as asked']}; error as DLPack asks: {counts['error as asked']})")
+        unexpected = self.unexpected_errors()
+        if unexpected:
+            names = "; ".join(f"{p.title} {c.key}" for p, c in unexpected[:8])
+            more = f" and {len(unexpected) - 8} more" if len(unexpected) > 8 else ""
+            lines.append(f"dlsync.audit: unexpected errors: {len(unexpected)}: {names}{more}")
         judged, raced = self._judged("control")
         if any(p.control for p in self.pairs):
             lines.append(f"dlsync.audit: controls: stream cells {judged}, RACE {raced}")
         judged, ordered = self._judged("reference")
         if any(p.reference for p in self.pairs):
             lines.append(f"dlsync.audit: reference: stream cells {judged}, ordered {ordered}")
-        status = self.exit_status(allow_race)
+        status = self.exit_status(allow_race, require_gpu)
         failing = self.failing()
         if status == 3:
             lines.append("dlsync.audit: exit 3: no pair could run here (each says why)")
+        elif status == 4:
+            lines.append("dlsync.audit: exit 4: no pair ran on a GPU (--require-gpu)")
         elif failing:
             names = "; ".join(f"{p.title} {c.key}" for p, c in failing[:8])
             more = f" and {len(failing) - 8} more" if len(failing) > 8 else ""
@@ -161,7 +185,7 @@ class Report:
             text += "\n\n" + "\n".join(details)
         return text
 
-    def to_json(self, allow_race: bool = False) -> Dict[str, Any]:
+    def to_json(self, allow_race: bool = False, require_gpu: bool = False) -> Dict[str, Any]:
         counts = self.counts()
         controls = self._judged("control")
         reference = self._judged("reference")
@@ -178,7 +202,10 @@ class Report:
             "summary": dict(counts, controls={"judged": controls[0], "raced": controls[1]},
                             reference={"judged": reference[0], "ordered": reference[1]},
                             failing=[{"producer": p.producer, "consumer": p.consumer,
-                                      "cell": c.key} for p, c in self.failing()]),
-            "exit_status": self.exit_status(allow_race),
+                                      "cell": c.key} for p, c in self.failing()],
+                            errors_unexpected=[{"producer": p.producer, "consumer": p.consumer,
+                                                "cell": c.key} for p, c in self.unexpected_errors()],
+                            gpu_pairs=self.gpu_pairs()),
+            "exit_status": self.exit_status(allow_race, require_gpu),
         }
 
