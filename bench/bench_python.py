@@ -16,7 +16,8 @@ simulator is timed. Prints bench/run.sh's lines: figure, value, unit.
     DLPack exchange table), next to what np.from_dlpack does on the same object
     (__dlpack_device__, then __dlpack__(stream=..., max_version=(1, 3))), for a model
     producer written in C (dlsync.testing.ExchangeArray): on the producer's stream, on
-    another stream and for a CPU tensor; each capsule is dropped unconsumed (the deleter).
+    another stream and for a CPU tensor; each capsule is dropped unconsumed (the deleter);
+  - the import of a NumPy array (no table: its __dlpack__) next to np.from_dlpack on it.
 """
 import statistics
 import threading
@@ -132,6 +133,19 @@ def main():
             emit(f"{figure}: np.from_dlpack's path", imports[theirs], "ns")
             emit(f"{figure}: import_tensor / np.from_dlpack's path", imports[ours] / imports[theirs], "ratio")
         dlsync.testing.ExchangeArray.use_stream(None)
+
+        # Without a table (a NumPy array: its __dlpack__), next to np.from_dlpack itself.
+        try:
+            import numpy as np
+        except ImportError:
+            print("python: import without a table: skipped, NumPy is not installed")
+            return
+        NAMES.update(np=np, N=np.zeros(16, np.uint8))
+        ours, theirs = "import_tensor(N, CPU, None)", "np.from_dlpack(N)"
+        plain = rounds([ours, theirs], number // 4, count)
+        emit("import without a table (NumPy): import_tensor", plain[ours], "ns")
+        emit("import without a table (NumPy): np.from_dlpack", plain[theirs], "ns")
+        emit("import without a table (NumPy): import_tensor / np.from_dlpack", plain[ours] / plain[theirs], "ratio")
 
         # Beside a CPU-bound thread: a call that gave the GIL away waits for it back.
         stop = threading.Event()

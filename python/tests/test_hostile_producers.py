@@ -13,6 +13,9 @@ import unittest
 import numpy as np
 
 import dlsync
+import dlsync.testing
+import table_producer as tp
+from dlsync import _dlsync
 
 try:
     import hostile_table
@@ -128,6 +131,45 @@ class PythonProducers(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             dlsync.import_tensor(producer, CPU, None)
         self.assertEqual(producer.calls, 1)
+
+
+class StreamsOfOtherDevices(unittest.TestCase):
+    """A table's current_work_stream on a device that is neither CUDA nor ROCm answers
+    something that is no CUDA or HIP stream (PyTorch's XPU table: a sycl::queue*): dlsync
+    never asks it there, and never uses an answer as a stream."""
+
+    def setUp(self):
+        tp.reset()
+
+    def tearDown(self):
+        tp.reset()
+
+    def test_it_is_never_asked_and_nothing_is_ordered(self):
+        tp.FRAMEWORK.fault, tp.FRAMEWORK.answer = "stream answers", 0xDEAD0  # not a stream of any runtime
+        with dlsync.testing.SimulatedDevice() as sim:
+            consumer = sim.stream()
+            consumer.begin_capture()  # any dlsync stream work would be a node of this graph
+            for device in ((14, 0), (8, 0), (7, 1)):  # oneAPI (XPU), Metal, Vulkan
+                with self.subTest(device=device):
+                    array = tp.TableArray(np.arange(4, dtype=np.uint8), device)
+                    capsule = dlsync.import_tensor(array, device, None)
+                    self.assertEqual(_dlsync._exchange_describe(capsule)["device"], device)
+                    self.assertEqual(dlsync.tensor_release(capsule, None), dlsync.RELEASED_NOW)
+            self.assertEqual(consumer.end_capture(), (0, 0))
+        self.assertEqual(tp.FRAMEWORK.asked, 0)
+
+    def test_with_a_consumer_on_cuda_too(self):
+        # Memory on a device without streams has nothing to order (as a CPU tensor).
+        tp.FRAMEWORK.fault, tp.FRAMEWORK.answer = "stream answers", 0xDEAD0
+        with dlsync.testing.SimulatedDevice() as sim:
+            consumer = sim.stream()
+            consumer.begin_capture()
+            array = tp.TableArray(np.arange(4, dtype=np.uint8), (14, 0))
+            capsule = dlsync.import_tensor(array, (2, 0), consumer)
+            self.assertEqual(dlsync.tensor_release(capsule, None), dlsync.RELEASED_NOW)
+            self.assertEqual(consumer.end_capture(), (0, 0))
+        self.assertEqual(tp.FRAMEWORK.asked, 0)
+        self.assertEqual(tp.FRAMEWORK.live, {})
 
 
 class GarbageCollectionInside(unittest.TestCase):
