@@ -9,13 +9,12 @@
 
 static const char *const versioned_name = "dltensor_versioned", *const legacy_name = "dltensor";
 
-/* stream=-1: an int (or __index__ integer) equal to -1; any other value is a stream. */
+/* stream=-1: an int (or __index__ integer) equal to -1; any other value is a stream. 1 or
+   0; -1 with the exception an __index__ raised (never swallowed). */
 static int is_minus_one(PyObject *obj) {
   PyObject *index = dl_sync_py_index(obj);
-  if (index == NULL) {
-    PyErr_Clear(); /* not an int: dl_sync_py_stream_handle says what it is */
-    return 0;
-  }
+  if (index == NULL) /* not an int: dl_sync_py_stream_handle says what it is */
+    return PyErr_Occurred() ? -1 : 0;
   int overflow = 0;
   long value = PyLong_AsLongAndOverflow(index, &overflow);
   Py_DECREF(index);
@@ -55,7 +54,9 @@ static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_s
   DLDevice device = legacy ? ((DLManagedTensor *)tensor)->dl_tensor.device
                            : ((DLManagedTensorVersioned *)tensor)->dl_tensor.device;
   void *stream = NULL;
-  if (is_minus_one(stream_obj))
+  int minus_one = is_minus_one(stream_obj);
+  if (minus_one < 0) return NULL;
+  if (minus_one)
     stream = DL_SYNC_STREAM_NOTHING_PENDING;
   else if (stream_obj != Py_None &&
            dl_sync_py_stream_handle(func, "stream", stream_obj, &stream) != 0)

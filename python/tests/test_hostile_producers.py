@@ -133,6 +133,30 @@ class PythonProducers(unittest.TestCase):
         self.assertEqual(producer.calls, 1)
 
 
+class InterruptedOnce:
+    """A stream argument whose __index__ raises KeyboardInterrupt the first time, then -1."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __index__(self):
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return -1
+
+
+class StreamArguments(unittest.TestCase):
+    def test_an_error_of_index_in_tensor_release_goes_on(self):
+        capsule = dlsync.import_tensor(np.arange(4, dtype=np.uint8), CPU, None)
+        stream = InterruptedOnce()
+        with self.assertRaises(KeyboardInterrupt):
+            dlsync.tensor_release(capsule, stream)
+        self.assertEqual(stream.calls, 1)
+        self.assertIn('"dltensor_versioned"', repr(capsule))  # not consumed: released again below
+        self.assertEqual(dlsync.tensor_release(capsule, None), dlsync.RELEASED_NOW)
+
+
 class StreamsOfOtherDevices(unittest.TestCase):
     """A table's current_work_stream on a device that is neither CUDA nor ROCm answers
     something that is no CUDA or HIP stream (PyTorch's XPU table: a sycl::queue*): dlsync
@@ -173,29 +197,45 @@ class StreamsOfOtherDevices(unittest.TestCase):
 
 
 class GarbageCollectionInside(unittest.TestCase):
-    def test_a_gc_callback_calling_import_tensor_at_its_first_call(self):
-        # Every allocation collects (threshold 1), and each collection imports again: on
-        # 3.11, statics made on the first call were seen half made (a crash).
+    def test_a_gc_callback_calling_import_tensor_inside_its_first_call(self):
+        # Every new container collects (threshold 1; the tuple free list drained first), and
+        # the nth collection imports again from the gc callback: for some n that is while
+        # import_tensor's first call builds what it uses (3.11: statics built then were
+        # seen half made, a crash). Each n in a process of its own.
         script = textwrap.dedent("""
-            import gc, numpy as np, dlsync
-            depth = [0]
+            import gc, sys, numpy as np, dlsync
+            DEVICE = (1, 0)
+            class Array:
+                def __init__(self):
+                    self.data = np.zeros(2)
+                def __dlpack_device__(self):
+                    return DEVICE
+                def __dlpack__(self, **kwargs):
+                    return self.data.__dlpack__()
+            target, seen, depth = int(sys.argv[1]), [0], [0]
             def again(phase, info):
-                if phase == "start" and depth[0] == 0:
+                if phase != "start" or depth[0]:
+                    return
+                seen[0] += 1
+                if seen[0] == target:
                     depth[0] += 1
                     try:
-                        dlsync.tensor_release(dlsync.import_tensor(np.zeros(2), (1, 0), None), None)
+                        dlsync.tensor_release(dlsync.import_tensor(Array(), (1, 0), None), None)
                     finally:
                         depth[0] -= 1
+            x, keep = Array(), [(i, -i) for i in range(5000)]
             gc.callbacks.append(again)
             gc.set_threshold(1)
-            dlsync.tensor_release(dlsync.import_tensor(np.zeros(2), (1, 0), None), None)
+            dlsync.tensor_release(dlsync.import_tensor(x, (1, 0), None), None)
             gc.set_threshold(700)
             gc.callbacks.remove(again)
             print("imported")
         """)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ,
-                              timeout=120)
-        self.assertEqual((done.returncode, done.stdout.strip()), (0, "imported"), done.stderr[-2000:])
+        for n in range(1, 16):
+            with self.subTest(nth_collection=n):
+                done = subprocess.run([sys.executable, "-c", script, str(n)], capture_output=True, text=True,
+                                      env=os.environ, timeout=120)
+                self.assertEqual((done.returncode, done.stdout.strip()), (0, "imported"), done.stderr[-2000:])
 
 
 if __name__ == "__main__":
