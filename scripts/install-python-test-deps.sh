@@ -35,17 +35,18 @@ pip_install() { # target, pip arguments...
   "$python" -m pip install --quiet --only-binary=:all: --target "$target" --timeout 60 --retries 2 "$@"
 }
 
+tag=$("$python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
 stamp=$folder/.pinned
-if [ "$(cat "$stamp" 2>/dev/null)" != "${pinned[*]}" ]; then
+if [ "$(cat "$stamp" 2>/dev/null)" != "$tag ${pinned[*]}" ]; then
   rm -rf "$folder.new"
   pip_install "$folder.new" --no-deps "${pinned[@]}"
   [ -e "$folder/peers" ] && mv "$folder/peers" "$folder.new/peers"
   rm -rf "$folder" && mv "$folder.new" "$folder"
-  echo "${pinned[*]}" >"$stamp"
+  echo "$tag ${pinned[*]}" >"$stamp"
+  echo "$tag" >"$folder/.python-tag" # the interpreter the wheels are for (pypi_site.py reads it)
   echo "installed into $folder: ${pinned[*]}"
 fi
 
-tag=$("$python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
 key=$(printf '%s\n' "$tag" "${peers[@]}" | sha256sum | cut -c1-12)
 cache=${DL_SYNC_PYPI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlsync-ci}/peers-$tag-$key
 if [ ! -f "$cache/.complete" ]; then

@@ -22,7 +22,7 @@ import dlsync.testing  # noqa: E402
 from dlsync import _dlsync  # noqa: E402
 
 CPU, CUDA = (1, 0), (2, 0)
-INSTALL = "scripts/install-python-test-deps.sh installs it"
+INSTALL = "scripts/install-python-test-deps.sh installs it" + (f" ({pypi_site.MISSING})" if pypi_site.MISSING else "")
 
 
 def _tvm_ffi():
