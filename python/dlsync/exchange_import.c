@@ -45,15 +45,17 @@ static PyObject *dlpack_key, *dlpack_device_key, *max_version_key, *names_versio
 
 int dl_sync_py_exchange_import_init(void) {
   if (dlpack_key != NULL) return 0; /* made by an earlier import of the module */
-  PyObject *keys[3] = {PyUnicode_InternFromString("__dlpack__"),
-                       PyUnicode_InternFromString("__dlpack_device__"),
-                       PyUnicode_InternFromString("max_version")};
+  /* Interned: a callee matches keyword names by identity first. */
+  PyObject *keys[4] = {
+      PyUnicode_InternFromString("__dlpack__"), PyUnicode_InternFromString("__dlpack_device__"),
+      PyUnicode_InternFromString("max_version"), PyUnicode_InternFromString("stream")};
   PyObject *versioned = NULL, *stream_only = NULL, *version = NULL;
-  if (keys[0] != NULL && keys[1] != NULL && keys[2] != NULL) {
-    versioned = Py_BuildValue("(sO)", "stream", keys[2]);
-    stream_only = Py_BuildValue("(s)", "stream");
+  if (keys[0] != NULL && keys[1] != NULL && keys[2] != NULL && keys[3] != NULL) {
+    versioned = PyTuple_Pack(2, keys[3], keys[2]);
+    stream_only = PyTuple_Pack(1, keys[3]);
     version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
   }
+  Py_XDECREF(keys[3]); /* the tuples hold it */
   if (versioned == NULL || stream_only == NULL || version == NULL) {
     for (int i = 0; i < 3; i++) Py_XDECREF(keys[i]);
     Py_XDECREF(versioned);
