@@ -24,8 +24,9 @@ PyDoc_STRVAR(
     "dl_sync_exchange_import, in two steps). Otherwise\n"
     "``obj.__dlpack__(stream=..., max_version=(1, 3))``\n"
     "with the argument that names ``stream`` (None for a tensor on a device without\n"
-    "streams): the producer orders. A producer older than DLPack 1.0 is asked without\n"
-    "max_version, and its tensor handed back inside a versioned one.\n"
+    "streams): the producer orders. A producer older than DLPack 1.0 (one that refuses the\n"
+    "keyword max_version) is asked again without it, and its tensor handed back inside a\n"
+    "versioned one.\n"
     "\n"
     "device: ``(device_type, device_id)`` of the consumer's stream.\n"
     "stream: the consumer's stream, as ``export`` takes a stream: an int handle or a stream\n"
@@ -34,7 +35,8 @@ PyDoc_STRVAR(
     "Release the tensor after the work that reads it with ``tensor_release(capsule,\n"
     "stream)``. A table dlsync cannot use, or a producer's function that fails, raises the\n"
     "exception of dl_sync_exchange_import's status (ValueError, BufferError, RuntimeError)\n"
-    "with the producer's own exception as its cause; the tensor is then given back and obj\n"
+    "with the producer's own exception as its cause (one that is no Exception, such as\n"
+    "KeyboardInterrupt, goes on as it is); the tensor is then given back and obj\n"
     "is untouched. The GIL is released only while dlsync calls the runtime (a table's\n"
     "functions need it).\n");
 
