@@ -284,7 +284,7 @@ NUMPY_ROWS = [
     ("dlsync.export", "stream=numpy.float64(1)", lambda: dlsync.export(CUDA, None, numpy.float64(1)),
      TypeError, "expected None or an int, not numpy.float64"),
     ("dlsync.export", "stream=numpy.bool_(True)", lambda: dlsync.export(CUDA, None, numpy.bool_(True)),
-     TypeError, "expected None or an int, not numpy.bool_"),
+     TypeError, "expected None or an int, not numpy.bool"),  # numpy.bool_ before NumPy 2
     ("dlsync.export", "producer_stream whose `.ptr` is numpy.int64(-1)",
      lambda: dlsync.export(CUDA, NumpyPtrMinusOne(), -1),
      ValueError, "its .ptr is -1: a stream handle is an address, expected an int >= 0"),
