@@ -81,8 +81,12 @@ static PyObject *py_null_backend(PyObject *module, PyObject *on) {
   (void)module;
   int enable = PyObject_IsTrue(on);
   if (enable < 0) return NULL;
-  dl_sync_shutdown(); /* no pooled event of one backend is handed to the other */
+  /* No pooled event of one backend is handed to the other. Shutdown waits for a deleter
+     the release thread runs, which may wait for the GIL: it is let go, as sim.c does. */
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync_shutdown();
   int status = dl_sync_set_backend(kDLCUDA, enable ? &null_backend : NULL);
+  PyEval_RestoreThread(thread);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
