@@ -146,10 +146,17 @@ static int from_type_protocol(const char *func, const char *what, PyObject *obj,
        of the attribute returns, before any instance attribute, unless the class has
        its own __getattribute__: ask it directly. */
     descrgetfunc get = Py_TYPE(descriptor)->tp_descr_get;
-    PyObject *attr = get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
-                             Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr
-                         ? get(descriptor, obj, (PyObject *)Py_TYPE(obj))
-                         : PyObject_GetAttr(obj, protocol_keys[i]);
+    PyObject *attr;
+    if (get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
+        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
+      /* The lookup's result is borrowed from the class, and the getter is Python code that
+         may delete it there (as CPython's own attribute lookup, hold it meanwhile). */
+      Py_INCREF(descriptor);
+      attr = get(descriptor, obj, (PyObject *)Py_TYPE(obj));
+      Py_DECREF(descriptor);
+    } else {
+      attr = PyObject_GetAttr(obj, protocol_keys[i]);
+    }
     if (attr == NULL) return -1;
     rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);

@@ -6,6 +6,7 @@ locks (leaving NullBackend, turning it off while a release starts it, os.fork); 
 kept by a graph. Each test fails on the code before its fix (named in each)."""
 import gc
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ import dlsync
 import dlsync.testing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CUDA = (2, 0)
 
 
 def run_python(source, env=None, timeout=120):
@@ -146,6 +148,187 @@ class ReleaseFromOneOfItsOwnArguments(unittest.TestCase):
             capsule = dlsync.testing._sim.tensor(sim.stream(), bytearray(8), lambda: None, None)
             self.assertEqual(dlsync.tensor_release(capsule, Counted()), dlsync.RELEASED_NOW)
             self.assertEqual(calls, [1])
+
+
+class Adversarial(unittest.TestCase):
+    """Import, export, release and the release thread on four threads while the Python code
+    dlsync runs inside its calls (__index__, __cuda_stream__(), a class's __getattr__, a
+    producer's __dlpack__, __del__, gc callbacks) calls dlsync again: releases of shared
+    capsules, exports, polls, the thread turned off and on, collections. Nothing crashes,
+    every tensor's deleter runs exactly once, and nothing is left pending."""
+
+    THREADS, ROUNDS = 4, 150
+
+    def test_dlsync_called_again_from_inside_its_calls(self):
+        with dlsync.testing.SimulatedDevice() as sim:
+            streams = [sim.stream(non_blocking=True) for _ in range(3)]
+            handles = [s.handle for s in streams]
+            deleted, made = {}, [0]
+            shared = []  # capsules any hostile code may release
+            lock = threading.Lock()
+            errors = []
+
+            def tensor():
+                with lock:
+                    made[0] += 1
+                    key = made[0]
+                    deleted[key] = 0
+
+                def on_delete():
+                    with lock:
+                        deleted[key] += 1
+
+                return dlsync.testing._sim.tensor(handles[key % 3], bytearray(16), on_delete, None)
+
+            def meddle(rng):
+                """What the hostile code does: call dlsync again."""
+                what = rng.randrange(7)
+                if what == 0 and shared:
+                    try:
+                        dlsync.tensor_release(shared.pop(), rng.choice([-1, handles[0]]))
+                    except (TypeError, IndexError):
+                        pass  # released meanwhile by another: the capsule is used
+                elif what == 1:
+                    dlsync.export(CUDA, handles[1], handles[2])
+                elif what == 2:
+                    dlsync.release_poll()
+                elif what == 3:
+                    dlsync.release_thread(rng.random() < 0.7)
+                elif what == 4:
+                    gc.collect()
+                elif what == 5:
+                    shared.append(tensor())
+                else:
+                    Dropped(tensor())
+
+            class Dropped:
+                """Releases its capsule from __del__ (and from a gc collection: a cycle)."""
+
+                def __init__(self, capsule):
+                    self.capsule, self.me = capsule, self
+
+                def __del__(self):
+                    try:
+                        dlsync.tensor_release(self.capsule, -1)
+                    except TypeError:
+                        pass
+
+            class Stream:
+                def __init__(self, rng, handle):
+                    self.rng, self.handle = rng, handle
+
+                def __cuda_stream__(self):
+                    meddle(self.rng)
+                    return (0, self.handle)
+
+            class Index:
+                def __init__(self, rng):
+                    self.rng = rng
+
+                def __index__(self):
+                    meddle(self.rng)
+                    return -1
+
+            class Lookup:  # a stream found through __getattr__
+                def __init__(self, rng, handle):
+                    self.rng, self.handle = rng, handle
+
+                def __getattr__(self, name):
+                    meddle(self.rng)
+                    if name == "ptr":
+                        return self.handle
+                    raise AttributeError(name)
+
+            class Producer:
+                def __init__(self, rng):
+                    self.rng = rng
+
+                def __getattr__(self, name):  # the exchange table's lookup lands here
+                    meddle(self.rng)
+                    raise AttributeError(name)
+
+                def __dlpack_device__(self):
+                    meddle(self.rng)
+                    return CUDA
+
+                def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+                    meddle(self.rng)
+                    dlsync.export(CUDA, Stream(self.rng, handles[1]), stream)
+                    return tensor()
+
+            def on_gc(phase, info):
+                if phase == "stop":
+                    dlsync.release_poll()  # from whatever thread collected
+
+            def work(seed):
+                rng = random.Random(seed)
+                try:
+                    for _ in range(self.ROUNDS):
+                        stream = rng.choice([Stream(rng, rng.choice(handles)), Index(rng),
+                                             Lookup(rng, rng.choice(handles)), rng.choice(handles)])
+                        kind = rng.randrange(4)
+                        if kind == 0:
+                            producer = stream if not isinstance(stream, Index) else handles[1]
+                            dlsync.export(CUDA, producer, handles[0])
+                        elif kind == 1:
+                            consumer = rng.choice([Stream(rng, handles[2]), handles[2]])
+                            capsule = dlsync.import_tensor(Producer(rng), CUDA, consumer)
+                            try:
+                                dlsync.tensor_release(capsule, stream)
+                            except TypeError:
+                                pass  # the hostile code released it first
+                        else:
+                            capsule = tensor()
+                            shared.append(capsule)
+                            try:
+                                dlsync.tensor_release(capsule, stream)
+                            except TypeError:
+                                pass
+                except BaseException as error:  # pylint: disable=broad-except
+                    errors.append(error)
+
+            gc.callbacks.append(on_gc)
+            threads = [threading.Thread(target=work, args=(seed,)) for seed in range(self.THREADS)]
+            try:
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+            finally:
+                gc.callbacks.remove(on_gc)
+                dlsync.release_thread(True)
+            self.assertEqual(errors, [])
+            while shared:  # never released: the capsule gives its tensor back when dropped
+                shared.pop()
+            gc.collect()
+            sim.synchronize()
+            dlsync.release_thread(False)
+            dlsync.release_poll()
+            dlsync.release_thread(True)
+            self.assertGreater(made[0], self.THREADS * self.ROUNDS // 2)
+            twice = {k: v for k, v in deleted.items() if v != 1}
+            self.assertEqual(twice, {}, "tensors whose deleter ran other than once")
+
+
+class ClassChangedDuringTheLookup(unittest.TestCase):
+    def test_a_stream_property_that_deletes_itself_from_its_class(self):
+        """The protocol's descriptor is found on the class, borrowed, and its getter (Python)
+        deletes it there: dlsync holds it for the call. (A Python getter's frame holds its
+        descriptor too, so this passes without the hold; a C descriptor would not.)"""
+
+        class Deleting:
+            def __get__(self, obj, owner):
+                del owner.cuda_stream
+                gc.collect()
+                return 5
+
+            def __set__(self, obj, value):
+                raise AttributeError("read-only")
+
+        for _ in range(100):
+            cls = type("Stream", (), {"cuda_stream": Deleting()})
+            self.assertIsNone(dlsync.export(CUDA, cls(), -1))
+            self.assertFalse(hasattr(cls, "cuda_stream"))
 
 
 class GraphReleaseStartsTheThread(unittest.TestCase):
