@@ -257,13 +257,15 @@ static PyBufferProcs array_buffer = {(getbufferproc)array_getbuffer, NULL};
 
 static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)"},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "The tensor as a DLPack capsule, ordered before ``stream``."},
     {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
-     "(device_type, device_id)"},
+     "__dlpack_device__($self, /)\n--\n\n(device_type, device_id)"},
     {"use_stream", array_use_stream, METH_O | METH_CLASS,
-     "use_stream(stream): the framework's current work stream from now on"},
+     "use_stream($type, stream, /)\n--\n\nThe framework's current work stream from now on."},
     {"current_stream", array_current_stream, METH_NOARGS | METH_CLASS,
-     "current_stream(): the framework's current work stream (None: the legacy default stream)"},
+     "current_stream($type, /)\n--\n\nThe framework's current work stream (None: the legacy "
+     "default stream)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -272,7 +274,8 @@ static PyTypeObject exchange_array_type = {
     .tp_basicsize = sizeof(exchange_array),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc =
-        "ExchangeArray(buffer, device=(2, 0)): a model framework's array over a writable\n"
+        "ExchangeArray(buffer, device=(2, 0))\n--\n\n"
+        "A model framework's array over a writable\n"
         "buffer, whose type has a DLPack exchange table and whose __dlpack__ orders with\n"
         "dlsync; its framework works on one current stream (ExchangeArray.use_stream).",
     .tp_new = PyType_GenericNew,

@@ -142,10 +142,10 @@ static PyObject *py_time_gil_release(PyObject *module, PyObject *count) {
 }
 
 PyMethodDef dl_sync_py_null_backend_methods[] = {
-    {"_time_gil_release", py_time_gil_release, METH_O, "_time_gil_release(n)"},
+    {"_time_gil_release", py_time_gil_release, METH_O, "_time_gil_release(n, /)\n--\n\n"},
     {"_null_backend", py_null_backend, METH_O,
-     "_null_backend(on): behind dlsync.testing.NullBackend"},
+     "_null_backend(on, /)\n--\n\nBehind dlsync.testing.NullBackend."},
     DL_SYNC_PY_FASTCALL("_time_export", py_time_export,
-                        "_time_export(device, producer_stream, stream, n)"),
+                        "_time_export(device, producer_stream, stream, n)\n--\n\n"),
     {NULL, NULL, 0, NULL},
 };

@@ -180,21 +180,43 @@ static PyObject *py_release_poll(PyObject *module, PyObject *unused) {
   return PyLong_FromLong(ran);
 }
 
+PyDoc_STRVAR(tensor_release_doc,
+             "tensor_release(tensor, stream)\n"
+             "--\n"
+             "\n"
+             "Releases a DLPack capsule's tensor after the work enqueued so far on ``stream``\n"
+             "(a handle, a stream object, None for the legacy default stream, or -1: nothing\n"
+             "of the consumer's is pending) and marks the capsule used. Returns RELEASED_NOW,\n"
+             "RELEASED_ORDERED, RELEASE_DEFERRED or RELEASE_GRAPH. ``stream`` is converted\n"
+             "before the capsule is read: a capsule that its conversion released is a\n"
+             "TypeError here.\n");
+PyDoc_STRVAR(release_poll_doc,
+             "release_poll()\n"
+             "--\n"
+             "\n"
+             "Runs the deleters of the deferred releases whose work completed (and of graphs\n"
+             "gone), on this thread; returns how many ran.\n");
+PyDoc_STRVAR(release_thread_doc,
+             "release_thread(run, /)\n"
+             "--\n"
+             "\n"
+             "Whether dlsync's release thread runs the deferred deleters: True (the default;\n"
+             "the first deferred release starts it) or False (stops it, waiting for a deleter\n"
+             "it runs; then only release_poll runs them).\n");
+PyDoc_STRVAR(release_thread_running_doc,
+             "release_thread_running()\n"
+             "--\n"
+             "\n"
+             "Whether the release thread runs now.\n");
+
 PyMethodDef dl_sync_py_release_methods[] = {
-    DL_SYNC_PY_FASTCALL(
-        "tensor_release", py_tensor_release,
-        "tensor_release(tensor, stream): release a DLPack capsule's tensor after stream's work"),
-    {"release_poll", py_release_poll, METH_NOARGS,
-     "release_poll(): run the deleters of the deferred releases that are done"},
-    {"release_thread", py_release_thread, METH_O,
-     "release_thread(run): whether dlsync's release thread runs the deferred deleters (True, "
-     "the default: started by the first deferred release) or only release_poll does (False: "
-     "stops it, waiting for a deleter it runs)"},
-    {"release_thread_running", py_release_thread_running, METH_NOARGS,
-     "release_thread_running(): whether the release thread runs now"},
+    DL_SYNC_PY_FASTCALL("tensor_release", py_tensor_release, tensor_release_doc),
+    {"release_poll", py_release_poll, METH_NOARGS, release_poll_doc},
+    {"release_thread", py_release_thread, METH_O, release_thread_doc},
+    {"release_thread_running", py_release_thread_running, METH_NOARGS, release_thread_running_doc},
     {"_release_thread_before_fork", py_release_thread_before_fork, METH_NOARGS,
-     "_release_thread_before_fork(): os.register_at_fork's before hook"},
+     "_release_thread_before_fork()\n--\n\nos.register_at_fork's before hook."},
     {"_release_thread_after_fork", py_release_thread_after_fork, METH_O,
-     "_release_thread_after_fork(in_child): os.register_at_fork's after hooks"},
+     "_release_thread_after_fork(in_child, /)\n--\n\nos.register_at_fork's after hooks."},
     {NULL, NULL, 0, NULL},
 };
