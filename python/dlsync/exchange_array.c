@@ -5,7 +5,9 @@
  * timing) a consumer in CPU-only CI. Its memory is a buffer the caller gives; the
  * framework's current work stream is one for the process (ExchangeArray.use_stream).
  */
-#include "module.h"
+#include "module.h" /* Python.h first */
+
+#include <stdatomic.h>
 
 typedef struct exchange_array {
   PyObject_HEAD Py_buffer view; /* the memory (view.obj NULL for an adopted tensor's) */
@@ -15,7 +17,9 @@ typedef struct exchange_array {
 } exchange_array;
 
 static PyTypeObject exchange_array_type;
-static void *current_stream; /* the framework's current work stream; the GIL guards it */
+/* The framework's current work stream: an atomic, since the table's current_work_stream may
+   be asked without the GIL. */
+static _Atomic(void *) current_stream;
 
 /* A tensor of an array: holds a reference to it, which its deleter gives back (taking the
    GIL: deleters run on any thread). */
@@ -95,7 +99,7 @@ static int dltensor_from_py_object(void *object, DLTensor *out) {
 static int current_work_stream(DLDeviceType type, int32_t id, void **out) {
   (void)type;
   (void)id;
-  *out = current_stream;
+  *out = atomic_load(&current_stream);
   return 0;
 }
 
@@ -215,7 +219,8 @@ static PyObject *array_dlpack(exchange_array *self, PyObject *args, PyObject *kw
   static const char *const func = "dlsync.testing.ExchangeArray.__dlpack__";
   dl_sync_stream_arg arg;
   if (dl_sync_py_stream_arg(func, stream, &arg) != 0) return NULL;
-  if (dl_sync_py_export(dl_sync_stream_view(self->device, current_stream), arg) != 0) return NULL;
+  if (dl_sync_py_export(dl_sync_stream_view(self->device, atomic_load(&current_stream)), arg) != 0)
+    return NULL;
   long major = 0;
   if (max_version != Py_None) {
     PyObject *first = PySequence_GetItem(max_version, 0);
@@ -237,7 +242,7 @@ static PyObject *array_use_stream(PyObject *type, PyObject *stream) {
   if (dl_sync_py_stream_handle("dlsync.testing.ExchangeArray.use_stream", "stream", stream,
                                &handle) != 0)
     return NULL;
-  current_stream = handle;
+  atomic_store(&current_stream, handle);
   Py_RETURN_NONE;
 }
 
@@ -245,8 +250,9 @@ static PyObject *array_use_stream(PyObject *type, PyObject *stream) {
 static PyObject *array_current_stream(PyObject *type, PyObject *unused) {
   (void)type;
   (void)unused;
-  if (current_stream == NULL) Py_RETURN_NONE;
-  return PyLong_FromVoidPtr(current_stream);
+  void *stream = atomic_load(&current_stream);
+  if (stream == NULL) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(stream);
 }
 
 static int array_getbuffer(exchange_array *self, Py_buffer *view, int flags) {

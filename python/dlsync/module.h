@@ -97,7 +97,10 @@ extern PyMethodDef dl_sync_py_status_methods[];
    the type, a new reference, or NULL with an exception. */
 PyObject *dl_sync_py_exchange_array_type(void);
 
-/* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
+/* The simulated device for dlsync.testing, a submodule named _sim (sim.c), and the
+   process's state behind it (the streams and graphs it made), built once at the module's
+   first execution. */
 PyObject *dl_sync_py_sim_module(void);
+int dl_sync_py_sim_init(PyObject *module);
 
 #endif /* DL_SYNC_PY_MODULE_H_ */

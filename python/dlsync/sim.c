@@ -6,6 +6,7 @@
  * wrapper (testing.py) is the documented interface; these are its primitives.
  */
 #include <dlsync/sim.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -66,10 +67,12 @@ static dl_sync_testing_device testing_device = {
    call that reaches the runtime (else each such call stalls every other Python thread for
    as long as the runtime takes); runtime_calls_holding_the_gil() says whether it did. */
 static dl_sync_backend gil_checked;
-static long calls_holding_the_gil; /* written with the GIL held only: no lock needed */
+/* Counted by any thread that calls the simulator holding the GIL; an atomic, so that the
+   count does not rest on the GIL it counts. */
+static atomic_long calls_holding_the_gil;
 
 static void note_the_gil(void) {
-  if (PyGILState_Check()) calls_holding_the_gil++;
+  if (PyGILState_Check()) atomic_fetch_add(&calls_holding_the_gil, 1);
 }
 
 static int checked_record(void *ctx, void *event, void *stream) {
@@ -140,7 +143,7 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
   }
   reset_all();
   const dl_sync_backend *own = gil_checked_backend();
-  calls_holding_the_gil = 0;
+  atomic_store(&calls_holding_the_gil, 0);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
     long type = PyLong_Check(item) && !PyBool_Check(item) ? PyLong_AsLong(item) : -1;
@@ -183,7 +186,7 @@ static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
 static PyObject *sim_calls_holding_the_gil(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
-  return PyLong_FromLong(calls_holding_the_gil);
+  return PyLong_FromLong(atomic_load(&calls_holding_the_gil));
 }
 
 /* tensor(stream, buffer, on_delete, reuse): a producer's DLPack capsule
@@ -498,9 +501,14 @@ static struct PyModuleDef sim_def = {
     .m_methods = sim_methods,
 };
 
+int dl_sync_py_sim_init(PyObject *module) {
+  (void)module;
+  if (dl_sync_py_sim_streams_init() != 0) return -1;
+  if (created_graphs == NULL && (created_graphs = PySet_New(NULL)) == NULL) return -1;
+  return 0;
+}
+
 PyObject *dl_sync_py_sim_module(void) {
-  if (dl_sync_py_sim_streams_init() != 0) return NULL;
-  if (created_graphs == NULL && (created_graphs = PySet_New(NULL)) == NULL) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
   if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {

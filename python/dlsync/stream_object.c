@@ -108,7 +108,8 @@ static const char *const protocol_sources[] = {"its __cuda_stream__()", "its .cu
 enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
 static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
 
-static int intern_protocol_keys(void) {
+int dl_sync_py_stream_keys_init(PyObject *module) {
+  (void)module;
   for (size_t i = 0; i < PROTOCOLS; i++)
     if (protocol_keys[i] == NULL &&
         (protocol_keys[i] = PyUnicode_InternFromString(protocol_names[i])) == NULL)
@@ -186,7 +187,7 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     return -1;
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
-  if (intern_protocol_keys() != 0) return -1;
+  if (protocol_keys[PROTOCOLS - 1] == NULL && dl_sync_py_stream_keys_init(NULL) != 0) return -1;
   int found = from_type_protocol(func, what, obj, out);
   if (found != 0) return found < 0 ? -1 : 0;
   /* Instance attributes, and classes with __getattr__. */

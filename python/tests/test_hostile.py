@@ -459,6 +459,47 @@ class ReleaseThreadAndFork(unittest.TestCase):
         self.assertEqual((code, out.strip()), (0, "running True"), out)
 
 
+class ModuleInitialization(unittest.TestCase):
+    """Multi-phase initialization: each module object is executed (its functions are its
+    own), the process's state is built once, and interpreters with a GIL of their own are
+    refused cleanly."""
+
+    def test_a_module_imported_again_is_a_new_module_that_works(self):
+        code, out = run_python("""
+            import importlib, sys
+            import dlsync._dlsync as first
+            del sys.modules["dlsync._dlsync"]
+            second = importlib.import_module("dlsync._dlsync")
+            assert second is not first
+            assert second.export.__self__ is second and first.export.__self__ is first
+            class S:
+                def __cuda_stream__(self):
+                    return (0, 5)
+            for m in (first, second):
+                m.export((1, 0), S(), None)
+                assert m.stream_to_arg((2, 0), S()) == 5
+                assert m._sim.race_count() == 0
+            print("ok")
+        """)
+        self.assertEqual((code, out.strip()), (0, "ok"), out)
+
+    @unittest.skipUnless(sys.version_info >= (3, 12), "interpreters with their own GIL: 3.12 and later")
+    def test_an_interpreter_with_its_own_gil_is_refused(self):
+        code, out = run_python("""
+            try:
+                import _interpreters as interpreters
+            except ImportError:
+                import _xxsubinterpreters as interpreters
+            interp = interpreters.create()  # isolated: its own GIL
+            try:
+                failure = interpreters.run_string(interp, "import dlsync._dlsync")
+            except Exception as error:  # 3.12 raises what the interpreter raised
+                failure = error
+            print("refused" if "ImportError" in str(failure) else f"imported: {failure!r}")
+        """)
+        self.assertEqual((code, out.strip()), (0, "refused"), out)
+
+
 class ReleaseThreadOptOut(unittest.TestCase):
     SOURCE = """
         import dlsync, dlsync.testing
