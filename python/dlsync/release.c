@@ -153,7 +153,10 @@ static PyObject *py_release_thread_after_fork(PyObject *module, PyObject *in_chi
   int child = PyObject_IsTrue(in_child);
   if (child < 0) return NULL;
   int status = DL_SYNC_OK;
-  if (!child && release_thread_was_running && release_thread_wanted)
+  /* The parent gets its thread back at once where releases wait for it, else at its next
+     deferred release: 3.13 counts the threads after these hooks ran, and warns of any. */
+  if (!child && release_thread_was_running && release_thread_wanted &&
+      dl_sync_release_pending() > 0)
     status = dl_sync_release_thread_start();
   release_thread_parked = 0;
   release_thread_was_running = 0;

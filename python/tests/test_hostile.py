@@ -433,30 +433,58 @@ class ReleaseThreadAndFork(unittest.TestCase):
                     ok = ok and dlsync.release_thread_running()  # the child's own
                     os._exit(0 if ok else 1)
                 _, status = os.waitpid(pid, 0)
-                print("child", os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status >> 8)
+                print("child", status >> 8)
+                # Nothing waited: the parent's thread comes back with its next deferred release.
+                again = dlsync.testing._sim.tensor(stream, bytearray(8), lambda: None, None)
+                assert dlsync.tensor_release(again, 5) == dlsync.RELEASE_DEFERRED
                 print("parent running", dlsync.release_thread_running())
         """)
         self.assertEqual((code, out.split()), (0, ["child", "0", "parent", "running", "True"]), out)
+
+    @unittest.skipUnless(hasattr(os, "register_at_fork"), "no os.fork on this platform")
+    def test_the_parent_gets_the_thread_back_at_once_where_releases_wait(self):
+        code, out = run_python("""
+            import os, threading, warnings
+            import dlsync, dlsync.testing
+            warnings.simplefilter("ignore", DeprecationWarning)  # the simulator's own threads
+            freed = threading.Event()
+            with dlsync.testing.SimulatedDevice() as sim:
+                a, b = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+                capsule = dlsync.testing._sim.tensor(a, bytearray(8), freed.set, None)
+                gate = sim.hold(b)
+                assert dlsync.tensor_release(capsule, b) == dlsync.RELEASE_DEFERRED
+                assert dlsync.release_thread_running()
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0 if not dlsync.release_thread_running() else 1)
+                _, status = os.waitpid(pid, 0)
+                print("child", status >> 8, "parent running", dlsync.release_thread_running())
+                gate.release()
+                print("freed", freed.wait(60))  # no poll: the thread is back
+        """)
+        self.assertEqual((code, out.split()),
+                         (0, ["child", "0", "parent", "running", "True", "freed", "True"]), out)
 
     @unittest.skipUnless(sys.version_info >= (3, 12) and hasattr(os, "register_at_fork"),
                          "os.fork warns about threads from Python 3.12")
     def test_no_fork_warning_for_the_release_thread(self):
         code, out = run_python("""
-            import os, warnings
+            import os, threading, warnings
             import dlsync, dlsync.testing
             warnings.simplefilter("always")  # printed: the output is then more than one line
             stream = 1  # the legacy default stream: no simulator needed
+            freed = threading.Event()
             with dlsync.testing.NullBackend():
-                capsule = dlsync.testing._sim.tensor(stream, bytearray(8), lambda: None, None)
+                capsule = dlsync.testing._sim.tensor(stream, bytearray(8), freed.set, None)
                 assert dlsync.tensor_release(capsule, 5) == dlsync.RELEASE_DEFERRED
-                assert dlsync.release_thread_running()
+                assert dlsync.release_thread_running() and freed.wait(60)  # nothing waits now
                 pid = os.fork()
                 if pid == 0:
                     os._exit(0)
                 os.waitpid(pid, 0)
                 print("running", dlsync.release_thread_running())
         """)
-        self.assertEqual((code, out.strip()), (0, "running True"), out)
+        self.assertEqual((code, out.strip()), (0, "running False"), out)
 
 
 class ModuleInitialization(unittest.TestCase):

@@ -133,9 +133,8 @@ class Stubs(unittest.TestCase):
     def test_every_function_has_a_text_signature(self):
         for name, obj in runtime_functions().items():
             with self.subTest(name):
-                if name in WITHOUT_TEXT_SIGNATURE:
-                    with self.assertRaises(ValueError, msg=f"{name} has one: drop it from the list"):
-                        inspect.signature(obj)
+                if name in WITHOUT_TEXT_SIGNATURE:  # (3.13 reads a bare first line as one)
+                    self.assertNotIn("\n--\n\n", obj.__doc__, f"{name} has one: drop it from the list")
                 else:
                     self.assertIsNotNone(inspect.signature(obj))
 
