@@ -103,7 +103,7 @@ static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_s
    lock holding the GIL. */
 static dl_sync__mutex policy_lock = DL_SYNC__MUTEX_INIT;
 static int release_thread_wanted = 1;  /* under policy_lock */
-static int release_thread_parked;      /* under policy_lock: between the fork hooks */
+static int release_thread_parked;      /* under policy_lock: from the before-fork hook on */
 static int release_thread_was_running; /* under policy_lock: what the parent gets back */
 
 void dl_sync_py_release_thread_ensure(void) {
@@ -128,9 +128,11 @@ static PyObject *py_release_thread(PyObject *module, PyObject *arg) {
 }
 
 /* os.register_at_fork's hooks (dlsync/__init__.py): the thread is stopped before a fork,
-   so that no deleter of its holds a producer's lock the child would inherit held, and no
-   autostart runs until the fork is over; the parent gets it back, the child starts its
-   own at its next deferred release. policy_lock is held from the stop to the fork's end. */
+   so that no deleter of its holds a producer's lock the child would inherit held, and
+   "parked" keeps any autostart off until the fork is over; the parent gets it back, the
+   child starts its own at its next deferred release. policy_lock is not held across the
+   fork (other libraries' hooks run meanwhile); the child makes it anew, since a thread
+   the child does not have may have held it. */
 static PyObject *py_release_thread_before_fork(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
@@ -142,8 +144,8 @@ static PyObject *py_release_thread_before_fork(PyObject *module, PyObject *unuse
   int status = dl_sync_release_thread_stop(); /* EINVAL only from its own deleter */
   dl_sync__mutex_lock(&policy_lock);
   release_thread_was_running = was_running && status == DL_SYNC_OK;
+  dl_sync__mutex_unlock(&policy_lock);
   PyEval_RestoreThread(thread);
-  /* The lock stays held until the after hook, which CPython runs whatever this returns. */
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
@@ -152,18 +154,23 @@ static PyObject *py_release_thread_after_fork(PyObject *module, PyObject *in_chi
   (void)module;
   int child = PyObject_IsTrue(in_child);
   if (child < 0) return NULL;
+  if (child) { /* this thread alone: the parent's thread and its releases are not here */
+    dl_sync__mutex_renew(&policy_lock);
+    release_thread_parked = 0;
+    release_thread_was_running = 0;
+    Py_RETURN_NONE;
+  }
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync__mutex_lock(&policy_lock);
   int status = DL_SYNC_OK;
   /* The parent gets its thread back at once where releases wait for it, else at its next
      deferred release: 3.13 counts the threads after these hooks ran, and warns of any. */
-  if (!child && release_thread_was_running && release_thread_wanted &&
-      dl_sync_release_pending() > 0)
+  if (release_thread_was_running && release_thread_wanted && dl_sync_release_pending() > 0)
     status = dl_sync_release_thread_start();
   release_thread_parked = 0;
   release_thread_was_running = 0;
-  if (child)
-    dl_sync__mutex_renew(&policy_lock); /* made anew; its next deferred release starts one */
-  else
-    dl_sync__mutex_unlock(&policy_lock);
+  dl_sync__mutex_unlock(&policy_lock);
+  PyEval_RestoreThread(thread);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
