@@ -259,10 +259,13 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
  * retired: such an event, given back when its graph is destroyed, is never handed out
  * again. dlsync works again after it: the pools are rebuilt on demand. Must not run
  * concurrently with other dlsync calls (graph user-object destructors on the runtime's
- * threads may). Call it before cudaDeviceReset / hipDeviceReset, or destroying a context
- * dlsync used: those destroy the pooled events under dlsync. In a child process after
- * fork() dlsync starts with no pools and never touches the parent's (its events are not
- * the child's); the child's first call builds new ones.
+ * threads may). It stops the release thread for the call, waiting for a deleter that
+ * thread runs to return, and runs finished releases' deleters on the calling thread: the
+ * caller must hold no lock a deleter may take (a Python host lets the GIL go). Call it
+ * before cudaDeviceReset / hipDeviceReset, or destroying a context dlsync used: those
+ * destroy the pooled events under dlsync. In a child process after fork() dlsync starts
+ * with no pools and never touches the parent's (its events are not the child's); the
+ * child's first call builds new ones.
  */
 DL_SYNC_API int dl_sync_shutdown(void);
 

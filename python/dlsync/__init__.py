@@ -194,10 +194,34 @@ __all__ = [
 
 
 def _stop_release_thread_at_exit() -> None:
-    # Before the interpreter's own threads stop: a deleter on the release thread may take
-    # the GIL. What completed by then still runs, here.
+    # atexit runs after the interpreter joined its non-daemon threads, before it tears
+    # down: the release thread is not one of them, and its deleters may take the GIL.
+    # What completed by then still runs, here.
     release_thread(False)
     release_poll()
 
 
 atexit.register(_stop_release_thread_at_exit)
+
+
+def _release_thread_choice() -> None:
+    # DL_SYNC_RELEASE_THREAD=0: a host process keeps dlsync from starting a thread of its
+    # own (deleters then run in release_poll only); 1 or unset: the first deferred release
+    # starts it.
+    choice = os.environ.get("DL_SYNC_RELEASE_THREAD", "")
+    if choice not in ("", "0", "1"):
+        raise ValueError(f"DL_SYNC_RELEASE_THREAD={choice!r}: expected 0 or 1 (or unset)")
+    if choice == "0":
+        release_thread(False)
+
+
+_release_thread_choice()
+
+if hasattr(os, "register_at_fork"):
+    # The release thread is stopped around a fork (a deleter it runs finishes first) and
+    # given back to the parent; the child starts its own at its first deferred release.
+    from ._dlsync import _release_thread_after_fork, _release_thread_before_fork
+
+    os.register_at_fork(before=_release_thread_before_fork,
+                        after_in_parent=lambda: _release_thread_after_fork(False),
+                        after_in_child=lambda: _release_thread_after_fork(True))

@@ -312,14 +312,16 @@ static PyObject *py_driver_stream_non_blocking(PyObject *module, PyObject *strea
 }
 
 PyMethodDef dl_sync_py_driver_gate_methods[] = {
-    {"_driver_gate", py_driver_gate, METH_O, "_driver_gate(stream) -> (index, info)"},
-    {"_driver_gate_hold", py_driver_gate_hold, METH_VARARGS, "_driver_gate_hold(index, stream)"},
-    {"_driver_gate_open", py_driver_gate_open, METH_O, "_driver_gate_open(index)"},
+    {"_driver_gate", py_driver_gate, METH_O,
+     "_driver_gate(stream, /)\n--\n\nReturns (index, info)."},
+    {"_driver_gate_hold", py_driver_gate_hold, METH_VARARGS,
+     "_driver_gate_hold(index, stream, /)\n--\n\n"},
+    {"_driver_gate_open", py_driver_gate_open, METH_O, "_driver_gate_open(index, /)\n--\n\n"},
     {"_driver_gate_timer", py_driver_gate_timer, METH_VARARGS,
-     "_driver_gate_timer(index, seconds)"},
+     "_driver_gate_timer(index, seconds, /)\n--\n\n"},
     {"_driver_gate_timer_stop", py_driver_gate_timer_stop, METH_O,
-     "_driver_gate_timer_stop(index) -> bool"},
+     "_driver_gate_timer_stop(index, /)\n--\n\nReturns bool."},
     {"_driver_stream_non_blocking", py_driver_stream_non_blocking, METH_O,
-     "_driver_stream_non_blocking(stream) -> bool"},
+     "_driver_stream_non_blocking(stream, /)\n--\n\nReturns bool."},
     {NULL, NULL, 0, NULL},
 };

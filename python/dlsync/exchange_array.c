@@ -5,7 +5,9 @@
  * timing) a consumer in CPU-only CI. Its memory is a buffer the caller gives; the
  * framework's current work stream is one for the process (ExchangeArray.use_stream).
  */
-#include "module.h"
+#include "module.h" /* Python.h first */
+
+#include <stdatomic.h>
 
 typedef struct exchange_array {
   PyObject_HEAD Py_buffer view; /* the memory (view.obj NULL for an adopted tensor's) */
@@ -15,7 +17,9 @@ typedef struct exchange_array {
 } exchange_array;
 
 static PyTypeObject exchange_array_type;
-static void *current_stream; /* the framework's current work stream; the GIL guards it */
+/* The framework's current work stream: an atomic, since the table's current_work_stream may
+   be asked without the GIL. */
+static _Atomic(void *) current_stream;
 
 /* A tensor of an array: holds a reference to it, which its deleter gives back (taking the
    GIL: deleters run on any thread). */
@@ -95,7 +99,7 @@ static int dltensor_from_py_object(void *object, DLTensor *out) {
 static int current_work_stream(DLDeviceType type, int32_t id, void **out) {
   (void)type;
   (void)id;
-  *out = current_stream;
+  *out = atomic_load(&current_stream);
   return 0;
 }
 
@@ -215,7 +219,8 @@ static PyObject *array_dlpack(exchange_array *self, PyObject *args, PyObject *kw
   static const char *const func = "dlsync.testing.ExchangeArray.__dlpack__";
   dl_sync_stream_arg arg;
   if (dl_sync_py_stream_arg(func, stream, &arg) != 0) return NULL;
-  if (dl_sync_py_export(dl_sync_stream_view(self->device, current_stream), arg) != 0) return NULL;
+  if (dl_sync_py_export(dl_sync_stream_view(self->device, atomic_load(&current_stream)), arg) != 0)
+    return NULL;
   long major = 0;
   if (max_version != Py_None) {
     PyObject *first = PySequence_GetItem(max_version, 0);
@@ -237,7 +242,7 @@ static PyObject *array_use_stream(PyObject *type, PyObject *stream) {
   if (dl_sync_py_stream_handle("dlsync.testing.ExchangeArray.use_stream", "stream", stream,
                                &handle) != 0)
     return NULL;
-  current_stream = handle;
+  atomic_store(&current_stream, handle);
   Py_RETURN_NONE;
 }
 
@@ -245,8 +250,9 @@ static PyObject *array_use_stream(PyObject *type, PyObject *stream) {
 static PyObject *array_current_stream(PyObject *type, PyObject *unused) {
   (void)type;
   (void)unused;
-  if (current_stream == NULL) Py_RETURN_NONE;
-  return PyLong_FromVoidPtr(current_stream);
+  void *stream = atomic_load(&current_stream);
+  if (stream == NULL) Py_RETURN_NONE;
+  return PyLong_FromVoidPtr(stream);
 }
 
 static int array_getbuffer(exchange_array *self, Py_buffer *view, int flags) {
@@ -257,13 +263,15 @@ static PyBufferProcs array_buffer = {(getbufferproc)array_getbuffer, NULL};
 
 static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)"},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "The tensor as a DLPack capsule, ordered before ``stream``."},
     {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS,
-     "(device_type, device_id)"},
+     "__dlpack_device__($self, /)\n--\n\n(device_type, device_id)"},
     {"use_stream", array_use_stream, METH_O | METH_CLASS,
-     "use_stream(stream): the framework's current work stream from now on"},
+     "use_stream($type, stream, /)\n--\n\nThe framework's current work stream from now on."},
     {"current_stream", array_current_stream, METH_NOARGS | METH_CLASS,
-     "current_stream(): the framework's current work stream (None: the legacy default stream)"},
+     "current_stream($type, /)\n--\n\nThe framework's current work stream (None: the legacy "
+     "default stream)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -272,7 +280,8 @@ static PyTypeObject exchange_array_type = {
     .tp_basicsize = sizeof(exchange_array),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc =
-        "ExchangeArray(buffer, device=(2, 0)): a model framework's array over a writable\n"
+        "ExchangeArray(buffer, device=(2, 0))\n--\n\n"
+        "A model framework's array over a writable\n"
         "buffer, whose type has a DLPack exchange table and whose __dlpack__ orders with\n"
         "dlsync; its framework works on one current stream (ExchangeArray.use_stream).",
     .tp_new = PyType_GenericNew,

@@ -45,7 +45,8 @@ PyDoc_STRVAR(
 static PyObject *dlpack_key, *dlpack_device_key, *max_version_key, *names_versioned, *names_stream,
     *max_version;
 
-int dl_sync_py_exchange_import_init(void) {
+int dl_sync_py_exchange_import_init(PyObject *module) {
+  (void)module;
   if (dlpack_key != NULL) return 0; /* made by an earlier import of the module */
   /* Interned: a callee matches keyword names by identity first. */
   PyObject *keys[4] = {

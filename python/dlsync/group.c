@@ -114,6 +114,6 @@ static PyObject *py_check_producer(PyObject *module, PyObject *item) {
 
 PyMethodDef dl_sync_py_group_methods[] = {
     DL_SYNC_PY_FASTCALL("group_wait", py_group_wait, group_wait_doc),
-    {"_check_producer", py_check_producer, METH_O, "_check_producer(producer)"},
+    {"_check_producer", py_check_producer, METH_O, "_check_producer(producer, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };

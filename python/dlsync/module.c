@@ -39,11 +39,63 @@ static int add_constants(PyObject *module) {
   return 0;
 }
 
+/* The process's state that areas build before any of their functions may run, each once
+   per process (the library they wrap is one per process: its backends, its release thread,
+   the simulated device), whichever interpreter or module object executes first. Each takes
+   the module being executed; 0, or -1 with an exception. A new area's state is built here,
+   and nowhere lazily: a function called from a gc callback or __del__ while it was half
+   built would see it so. The GIL (held during execution) makes "once" exact. */
+static int (*const process_inits[])(PyObject *module) = {
+    dl_sync_py_stream_keys_init,
+    dl_sync_py_exchange_import_init,
+    dl_sync_py_sim_init,
+};
+static int process_initialized;
+
+/* What each module object gets: the functions, the constants, ExchangeArray, _sim. */
+static int module_exec(PyObject *module) {
+  if (!process_initialized) {
+    for (size_t i = 0; i < sizeof process_inits / sizeof process_inits[0]; i++)
+      if (process_inits[i](module) < 0) return -1;
+    process_initialized = 1;
+  }
+  for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)
+    if (PyModule_AddFunctions(module, areas[i]) < 0) return -1;
+  if (add_constants(module) < 0) return -1;
+  PyObject *array_type = dl_sync_py_exchange_array_type();
+  if (array_type == NULL || PyModule_AddObject(module, "ExchangeArray", array_type) < 0) {
+    Py_XDECREF(array_type);
+    return -1;
+  }
+  PyObject *sim = dl_sync_py_sim_module();
+  if (sim == NULL || PyModule_AddObject(module, "_sim", sim) < 0) {
+    Py_XDECREF(sim);
+    return -1;
+  }
+  return 0;
+}
+
+/* Multi-phase initialization (PEP 489). The module keeps no state of its own: all it holds
+   is the process's (above). From 3.12 it says where it may be imported: interpreters that
+   share the main GIL, not those with their own (the process's state is not theirs to
+   share). The GIL is declared used (docs/python.md says what free-threading needs). */
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_SUPPORTED},
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "dlsync._dlsync",
     .m_doc = "dlsync: stream synchronization around DLPack exchange, for __dlpack__ in Python.",
-    .m_size = -1,
+    .m_size = 0,
+    .m_slots = module_slots,
 };
 
 #if PY_VERSION_HEX < 0x03090000 && defined(__GNUC__)
@@ -54,24 +106,5 @@ static struct PyModuleDef module_def = {
 #endif
 DL_SYNC_PY_INIT PyInit__dlsync(void);
 DL_SYNC_PY_INIT PyInit__dlsync(void) {
-  PyObject *module = PyModule_Create(&module_def);
-  if (module == NULL) return NULL;
-  for (size_t i = 0; i < sizeof areas / sizeof areas[0]; i++)
-    if (PyModule_AddFunctions(module, areas[i]) < 0) goto fail;
-  if (add_constants(module) < 0) goto fail;
-  if (dl_sync_py_exchange_import_init() < 0) goto fail;
-  PyObject *array_type = dl_sync_py_exchange_array_type();
-  if (array_type == NULL || PyModule_AddObject(module, "ExchangeArray", array_type) < 0) {
-    Py_XDECREF(array_type);
-    goto fail;
-  }
-  PyObject *sim = dl_sync_py_sim_module();
-  if (sim == NULL || PyModule_AddObject(module, "_sim", sim) < 0) {
-    Py_XDECREF(sim);
-    goto fail;
-  }
-  return module;
-fail:
-  Py_DECREF(module);
-  return NULL;
+  return PyModuleDef_Init(&module_def);
 }

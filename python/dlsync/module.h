@@ -60,7 +60,7 @@ PyObject *dl_sync_py_raise_from_producer(const char *func, int status);
    in place of the C function's name. Returns NULL. */
 PyObject *dl_sync_py_raise_in(const char *func, int status);
 /* Makes what dlsync.import_tensor uses on every call; the module's init calls it. */
-int dl_sync_py_exchange_import_init(void);
+int dl_sync_py_exchange_import_init(PyObject *module);
 /* A capsule "dltensor_versioned" that owns tensor: its deleter runs when the capsule goes
    unconsumed. NULL with an exception, the tensor then deleted. */
 PyObject *dl_sync_py_tensor_capsule(DLManagedTensorVersioned *tensor);
@@ -103,7 +103,10 @@ extern PyMethodDef dl_sync_py_status_methods[];
    the type, a new reference, or NULL with an exception. */
 PyObject *dl_sync_py_exchange_array_type(void);
 
-/* The simulated device for dlsync.testing, a submodule named _sim (sim.c). */
+/* The simulated device for dlsync.testing, a submodule named _sim (sim.c), and the
+   process's state behind it (the streams and graphs it made), built once at the module's
+   first execution. */
 PyObject *dl_sync_py_sim_module(void);
+int dl_sync_py_sim_init(PyObject *module);
 
 #endif /* DL_SYNC_PY_MODULE_H_ */

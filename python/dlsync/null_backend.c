@@ -81,8 +81,12 @@ static PyObject *py_null_backend(PyObject *module, PyObject *on) {
   (void)module;
   int enable = PyObject_IsTrue(on);
   if (enable < 0) return NULL;
-  dl_sync_shutdown(); /* no pooled event of one backend is handed to the other */
+  /* No pooled event of one backend is handed to the other. Shutdown waits for a deleter
+     the release thread runs, which may wait for the GIL: it is let go, as sim.c does. */
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync_shutdown();
   int status = dl_sync_set_backend(kDLCUDA, enable ? &null_backend : NULL);
+  PyEval_RestoreThread(thread);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
 }
@@ -138,10 +142,10 @@ static PyObject *py_time_gil_release(PyObject *module, PyObject *count) {
 }
 
 PyMethodDef dl_sync_py_null_backend_methods[] = {
-    {"_time_gil_release", py_time_gil_release, METH_O, "_time_gil_release(n)"},
+    {"_time_gil_release", py_time_gil_release, METH_O, "_time_gil_release(n, /)\n--\n\n"},
     {"_null_backend", py_null_backend, METH_O,
-     "_null_backend(on): behind dlsync.testing.NullBackend"},
+     "_null_backend(on, /)\n--\n\nBehind dlsync.testing.NullBackend."},
     DL_SYNC_PY_FASTCALL("_time_export", py_time_export,
-                        "_time_export(device, producer_stream, stream, n)"),
+                        "_time_export(device, producer_stream, stream, n)\n--\n\n"),
     {NULL, NULL, 0, NULL},
 };

@@ -4,7 +4,7 @@
 
 PyDoc_STRVAR(
     set_capture_policy_doc,
-    "set_capture_policy(policy)\n"
+    "set_capture_policy(policy, /)\n"
     "--\n"
     "\n"
     "Sets the process-wide answer to ``stream=None`` (ROCm also 0; CUDA also 1) while the\n"

@@ -6,7 +6,7 @@
 #include "module.h"
 
 PyDoc_STRVAR(runtime_doc,
-             "_runtime(name)\n"
+             "_runtime(name, /)\n"
              "--\n"
              "\n"
              "(path, version, major, minor) of the library the built-in backend ``name``\n"

@@ -6,6 +6,7 @@
  * wrapper (testing.py) is the documented interface; these are its primitives.
  */
 #include <dlsync/sim.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -66,10 +67,12 @@ static dl_sync_testing_device testing_device = {
    call that reaches the runtime (else each such call stalls every other Python thread for
    as long as the runtime takes); runtime_calls_holding_the_gil() says whether it did. */
 static dl_sync_backend gil_checked;
-static long calls_holding_the_gil; /* written with the GIL held only: no lock needed */
+/* Counted by any thread that calls the simulator holding the GIL; an atomic, so that the
+   count does not rest on the GIL it counts. */
+static atomic_long calls_holding_the_gil;
 
 static void note_the_gil(void) {
-  if (PyGILState_Check()) calls_holding_the_gil++;
+  if (PyGILState_Check()) atomic_fetch_add(&calls_holding_the_gil, 1);
 }
 
 static int checked_record(void *ctx, void *event, void *stream) {
@@ -140,7 +143,7 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
   }
   reset_all();
   const dl_sync_backend *own = gil_checked_backend();
-  calls_holding_the_gil = 0;
+  atomic_store(&calls_holding_the_gil, 0);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
     long type = PyLong_Check(item) && !PyBool_Check(item) ? PyLong_AsLong(item) : -1;
@@ -183,7 +186,7 @@ static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
 static PyObject *sim_calls_holding_the_gil(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
-  return PyLong_FromLong(calls_holding_the_gil);
+  return PyLong_FromLong(atomic_load(&calls_holding_the_gil));
 }
 
 /* tensor(stream, buffer, on_delete, reuse): a producer's DLPack capsule
@@ -466,25 +469,27 @@ static PyObject *sim_race_report(PyObject *module, PyObject *unused) {
 }
 
 static PyMethodDef sim_methods[] = {
-    {"install", sim_install, METH_O, "install(device_types)"},
-    {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()"},
-    {"backend_capsule", sim_backend_capsule, METH_NOARGS, "backend_capsule()"},
-    {"calls_holding_the_gil", sim_calls_holding_the_gil, METH_NOARGS, "calls_holding_the_gil()"},
-    {"tensor", sim_tensor, METH_VARARGS, "tensor(stream, buffer, on_delete, reuse)"},
-    {"stream_create", sim_stream_create, METH_VARARGS, "stream_create(non_blocking, device)"},
-    {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream)"},
-    {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream)"},
-    {"device_synchronize", sim_device_synchronize, METH_NOARGS, "device_synchronize()"},
-    {"set_device", sim_set_device, METH_O, "set_device(device)"},
-    {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode)"},
-    {"end_capture", sim_end_capture, METH_O, "end_capture(stream)"},
-    {"end_capture_graph", sim_end_capture_graph, METH_O, "end_capture_graph(stream)"},
-    {"graph_launch", sim_graph_launch, METH_VARARGS, "graph_launch(graph, stream)"},
-    {"graph_destroy", sim_graph_destroy, METH_O, "graph_destroy(graph)"},
-    {"capture_status", sim_capture_status, METH_O, "capture_status(stream)"},
-    {"set_jitter", sim_set_jitter, METH_VARARGS, "set_jitter(seed, max_us)"},
-    {"race_count", sim_race_count, METH_NOARGS, "race_count()"},
-    {"race_report", sim_race_report, METH_NOARGS, "race_report()"},
+    {"install", sim_install, METH_O, "install(device_types, /)\n--\n\n"},
+    {"uninstall", sim_uninstall, METH_NOARGS, "uninstall()\n--\n\n"},
+    {"backend_capsule", sim_backend_capsule, METH_NOARGS, "backend_capsule()\n--\n\n"},
+    {"calls_holding_the_gil", sim_calls_holding_the_gil, METH_NOARGS,
+     "calls_holding_the_gil()\n--\n\n"},
+    {"tensor", sim_tensor, METH_VARARGS, "tensor(stream, buffer, on_delete, reuse, /)\n--\n\n"},
+    {"stream_create", sim_stream_create, METH_VARARGS,
+     "stream_create(non_blocking, device, /)\n--\n\n"},
+    {"stream_destroy", sim_stream_destroy, METH_O, "stream_destroy(stream, /)\n--\n\n"},
+    {"stream_synchronize", sim_stream_synchronize, METH_O, "stream_synchronize(stream, /)\n--\n\n"},
+    {"device_synchronize", sim_device_synchronize, METH_NOARGS, "device_synchronize()\n--\n\n"},
+    {"set_device", sim_set_device, METH_O, "set_device(device, /)\n--\n\n"},
+    {"begin_capture", sim_begin_capture, METH_VARARGS, "begin_capture(stream, mode, /)\n--\n\n"},
+    {"end_capture", sim_end_capture, METH_O, "end_capture(stream, /)\n--\n\n"},
+    {"end_capture_graph", sim_end_capture_graph, METH_O, "end_capture_graph(stream, /)\n--\n\n"},
+    {"graph_launch", sim_graph_launch, METH_VARARGS, "graph_launch(graph, stream, /)\n--\n\n"},
+    {"graph_destroy", sim_graph_destroy, METH_O, "graph_destroy(graph, /)\n--\n\n"},
+    {"capture_status", sim_capture_status, METH_O, "capture_status(stream, /)\n--\n\n"},
+    {"set_jitter", sim_set_jitter, METH_VARARGS, "set_jitter(seed, max_us, /)\n--\n\n"},
+    {"race_count", sim_race_count, METH_NOARGS, "race_count()\n--\n\n"},
+    {"race_report", sim_race_report, METH_NOARGS, "race_report()\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -496,9 +501,14 @@ static struct PyModuleDef sim_def = {
     .m_methods = sim_methods,
 };
 
+int dl_sync_py_sim_init(PyObject *module) {
+  (void)module;
+  if (dl_sync_py_sim_streams_init() != 0) return -1;
+  if (created_graphs == NULL && (created_graphs = PySet_New(NULL)) == NULL) return -1;
+  return 0;
+}
+
 PyObject *dl_sync_py_sim_module(void) {
-  if (dl_sync_py_sim_streams_init() != 0) return NULL;
-  if (created_graphs == NULL && (created_graphs = PySet_New(NULL)) == NULL) return NULL;
   PyObject *module = PyModule_Create(&sim_def);
   if (module == NULL) return NULL;
   if (PyModule_AddFunctions(module, dl_sync_py_sim_kernel_methods) < 0) {

@@ -210,11 +210,11 @@ static PyObject *sim_host_access(PyObject *module, PyObject *args) {
 }
 
 PyMethodDef dl_sync_py_sim_kernel_methods[] = {
-    {"fill", sim_fill, METH_VARARGS, "fill(stream, buffer, value)"},
-    {"copy", sim_copy, METH_VARARGS, "copy(stream, src, dst)"},
-    {"hold", sim_hold, METH_O, "hold(stream) -> gate"},
-    {"release", sim_release, METH_O, "release(gate)"},
-    {"release_all", sim_release_all, METH_NOARGS, "release_all()"},
-    {"host_access", sim_host_access, METH_VARARGS, "host_access(buffer, mode)"},
+    {"fill", sim_fill, METH_VARARGS, "fill(stream, buffer, value, /)\n--\n\n"},
+    {"copy", sim_copy, METH_VARARGS, "copy(stream, src, dst, /)\n--\n\n"},
+    {"hold", sim_hold, METH_O, "hold(stream, /)\n--\n\nReturns gate."},
+    {"release", sim_release, METH_O, "release(gate, /)\n--\n\n"},
+    {"release_all", sim_release_all, METH_NOARGS, "release_all()\n--\n\n"},
+    {"host_access", sim_host_access, METH_VARARGS, "host_access(buffer, mode, /)\n--\n\n"},
     {NULL, NULL, 0, NULL},
 };

@@ -4,7 +4,7 @@
 #include "module.h"
 
 PyDoc_STRVAR(raise_status_doc,
-             "_raise_status(status)\n"
+             "_raise_status(status, /)\n"
              "--\n"
              "\n"
              "Raises the exception dlsync raises for the C status ``status`` (an int from\n"

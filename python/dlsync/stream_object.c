@@ -108,7 +108,8 @@ static const char *const protocol_sources[] = {"its __cuda_stream__()", "its .cu
 enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
 static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
 
-static int intern_protocol_keys(void) {
+int dl_sync_py_stream_keys_init(PyObject *module) {
+  (void)module;
   for (size_t i = 0; i < PROTOCOLS; i++)
     if (protocol_keys[i] == NULL &&
         (protocol_keys[i] = PyUnicode_InternFromString(protocol_names[i])) == NULL)
@@ -146,10 +147,17 @@ static int from_type_protocol(const char *func, const char *what, PyObject *obj,
        of the attribute returns, before any instance attribute, unless the class has
        its own __getattribute__: ask it directly. */
     descrgetfunc get = Py_TYPE(descriptor)->tp_descr_get;
-    PyObject *attr = get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
-                             Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr
-                         ? get(descriptor, obj, (PyObject *)Py_TYPE(obj))
-                         : PyObject_GetAttr(obj, protocol_keys[i]);
+    PyObject *attr;
+    if (get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
+        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
+      /* The lookup's result is borrowed from the class, and the getter is Python code that
+         may delete it there (as CPython's own attribute lookup, hold it meanwhile). */
+      Py_INCREF(descriptor);
+      attr = get(descriptor, obj, (PyObject *)Py_TYPE(obj));
+      Py_DECREF(descriptor);
+    } else {
+      attr = PyObject_GetAttr(obj, protocol_keys[i]);
+    }
     if (attr == NULL) return -1;
     rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);
@@ -179,7 +187,7 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     return -1;
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
-  if (intern_protocol_keys() != 0) return -1;
+  if (protocol_keys[PROTOCOLS - 1] == NULL && dl_sync_py_stream_keys_init(NULL) != 0) return -1;
   int found = from_type_protocol(func, what, obj, out);
   if (found != 0) return found < 0 ? -1 : 0;
   /* Instance attributes, and classes with __getattr__. */
