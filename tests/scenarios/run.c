@@ -519,14 +519,16 @@ static long total_deletions(const world *w) {
   return n;
 }
 
+/* The count is taken in the child, at the fork: the parent's release thread may run a
+   deleter up to the fork itself, and a count read before it would be stale. */
 static void fork_check(world *w) {
-  long before = total_deletions(w);
   program_counts.forks++;
   pid_t child = fork();
   if (child == 0) {
+    long at_fork = total_deletions(w);
     here.call = CALL_POLL;
     int clean = dl_sync_release_pending() == 0 && dl_sync_release_poll() == 0 &&
-                total_deletions(w) == before;
+                total_deletions(w) == at_fork;
     _exit(clean ? 0 : 1);
   }
   int status = 0;
