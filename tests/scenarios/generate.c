@@ -95,6 +95,27 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
   return 1;
 }
 
+/* An import through the producer's table (N1): single, or in a group with a second tensor
+   the runner picks from what is alive. The consumer names its stream as a view. */
+static int add_import(rng *r, const program *p, model *m, op *o) {
+  int slot = pick_slot(r, m, LIVE);
+  if (slot < 0) return 0;
+  o->kind = OP_IMPORT;
+  o->slot = (uint8_t)slot;
+  o->device = (uint8_t)m->slot_device[slot];
+  o->framework = (uint8_t)below(r, p->frameworks);
+  o->stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
+  int kind = below(r, 100);
+  o->consumer_kind = kind < 70   ? ON_EXPLICIT
+                     : kind < 85 ? ON_LEGACY
+                                 : (p->rocm ? ON_EXPLICIT : ON_PER_THREAD);
+  o->mechanism = (uint8_t)(chance(r, 50) ? IMPORT_GROUPED : IMPORT_SINGLE);
+  o->mode = (uint8_t)(o->mechanism == IMPORT_GROUPED && chance(r, 50));
+  m->slot_state[slot] = READ;
+  m->slot_reader_thread[slot] = o->consumer_kind == ON_PER_THREAD ? o->thread : -1;
+  return 1;
+}
+
 static int add_release(rng *r, model *m, op *o) {
   int slot = pick_slot(r, m, READ);
   if (slot < 0) slot = pick_slot(r, m, LIVE); /* never read: nothing pending */
@@ -147,7 +168,8 @@ static void add_op(rng *r, program *p, model *m, int forks) {
   o.thread = (uint8_t)below(r, p->threads);
   int roll = below(r, 1000);
   int made = roll < 260   ? add_produce(r, p, m, &o)
-             : roll < 520 ? add_consume(r, p, m, &o)
+             : roll < 450 ? add_consume(r, p, m, &o)
+             : roll < 520 ? add_import(r, p, m, &o)
              : roll < 720 ? add_release(r, m, &o)
              : roll < 830 ? add_capture(r, p, m, &o)
                           : 0;
@@ -176,6 +198,11 @@ void program_generate(program *p, uint64_t seed) {
   for (int f = 0; f < p->frameworks; f++) {
     p->participates[f] = (uint8_t)chance(&r, 50);
     p->records_events[f] = (uint8_t)chance(&r, 60);
+    int table = below(&r, 100);
+    p->tables[f] = (uint8_t)(table < 65   ? TABLE_CURRENT
+                             : table < 85 ? TABLE_NULL
+                             : table < 93 ? TABLE_STREAM_FAILS
+                                          : TABLE_CONVERSION_FAILS);
     for (int d = 0; d < MAX_DEVICES; d++)
       for (int s = 0; s < STREAMS_PER_DEVICE; s++)
         p->non_blocking[f][d][s] = (uint8_t)chance(&r, 70);
@@ -191,6 +218,6 @@ const char *op_kind_name(int kind) {
   static const char *const names[OP_KINDS] = {
       "OP_PRODUCE",     "OP_CONSUME",        "OP_RELEASE", "OP_CAPTURE_BEGIN",
       "OP_CAPTURE_END", "OP_GRAPH_DESTROY",  "OP_POLL",    "OP_HOST_SYNC",
-      "OP_SHUTDOWN",    "OP_RELEASE_THREAD", "OP_FORK"};
+      "OP_SHUTDOWN",    "OP_RELEASE_THREAD", "OP_FORK",    "OP_IMPORT"};
   return kind >= 0 && kind < OP_KINDS ? names[kind] : "?";
 }

@@ -47,6 +47,7 @@ typedef struct tensor_record {
   int read, read_capture; /* read once; in which capture (-1: none) */
   stream_id read_on;
   int released;
+  int imported; /* taken through its producer's table: the consumer's now */
   atomic_int deleted;
 } tensor_record;
 
@@ -65,7 +66,16 @@ typedef struct job {
 } job;
 
 /* Which call a deleter may run in (dlsync/release.h, "Where deleters run"). */
-enum { CALL_NONE, CALL_OTHER, CALL_RELEASE, CALL_POLL, CALL_SHUTDOWN, CALL_DIRECT, CALL_RUNTIME };
+enum {
+  CALL_NONE,
+  CALL_OTHER,
+  CALL_RELEASE,
+  CALL_POLL,
+  CALL_SHUTDOWN,
+  CALL_DIRECT,
+  CALL_RUNTIME,
+  CALL_IMPORT /* an import that refuses the tensor it took gives it back (exchange.h) */
+};
 
 struct world {
   const program *p;
@@ -99,6 +109,11 @@ struct world {
   int assigned[MAX_THREADS]; /* the op a worker is to run; -1: none; -2: stop */
   int done[MAX_THREADS];
   int handoff; /* the race checker's key for the hand-offs */
+  /* the producers' exchange tables: the stream each works on now, per device */
+  void *current[MAX_FRAMEWORKS][MAX_DEVICES];
+  dl_sync_sim_event *producer_events[MAX_FRAMEWORKS][MAX_DEVICES];
+  int conversions_failed;
+  long acts; /* dlsync and runtime calls made: an operation that made none was skipped */
 };
 
 static _Thread_local struct {
@@ -128,6 +143,7 @@ run_counts program_counts;
 
 static void expect_status(world *w, const char *what, int got, int want) {
   w->result.calls++;
+  w->acts++;
   program_counts.statuses[got >= 0 && got <= 3      ? got
                           : got == DL_SYNC_EINVAL   ? 4
                           : got == DL_SYNC_ECAPTURE ? 5
@@ -229,10 +245,11 @@ static void pool_give(world *w, const tensor_record *r) {
 static void deleter(DLManagedTensorVersioned *t) {
   tensor_record *r = (tensor_record *)((char *)t - offsetof(tensor_record, managed));
   world *w = r->w;
-  int allowed = here.program_thread ? here.call == CALL_POLL || here.call == CALL_SHUTDOWN ||
-                                          here.call == CALL_DIRECT ||
-                                          (here.call == CALL_RELEASE && here.tensor == r)
-                                    : dl_sync_release_thread_running();
+  int allowed =
+      here.program_thread
+          ? here.call == CALL_POLL || here.call == CALL_SHUTDOWN || here.call == CALL_DIRECT ||
+                ((here.call == CALL_RELEASE || here.call == CALL_IMPORT) && here.tensor == r)
+          : dl_sync_release_thread_running();
   if (!allowed && atomic_fetch_add(&w->violations, 1) == 0) {
     pthread_mutex_lock(&w->violation_lock);
     snprintf(w->violation, sizeof w->violation, "the deleter of the tensor of op %d ran %s",
@@ -373,9 +390,25 @@ static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id
   }
 }
 
+/* The consumer's kernel reads r on c (in capture capturing, or -1). */
+static void launch_read(world *w, tensor_record *r, stream_id c, int capturing) {
+  if (w->read_count == MAX_READS) return;
+  int64_t *counter = &w->mismatches[w->read_count++];
+  dl_sync_sim_access accesses[] = {{w->blocks[r->block], DL_SYNC_SIM_READ},
+                                   {counter, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
+  job *j = new_job(w, w->blocks[r->block], r->value, counter);
+  if (j == NULL || dl_sync_sim_launch(c.handle, "read", read_kernel, j, accesses, 2) != 0) {
+    failed(w, FAILURE_SETUP, "the consumer's read could not be launched");
+    return;
+  }
+  r->read = 1;
+  r->read_on = c;
+  r->read_capture = capturing;
+}
+
 static void consume(world *w, const op *o) {
   tensor_record *r = slot_tensor(w, o->slot);
-  if (r == NULL) return;
+  if (r == NULL || r->imported) return; /* an imported tensor is read where it came in */
   stream_id p = explicit_stream(w, r->framework, r->device, r->stream);
   stream_id c = consumer_stream(w, o, r->device);
   if (o->consumer_kind != BAD_ARGUMENT && c.kind < 0) return;
@@ -395,20 +428,11 @@ static void consume(world *w, const op *o) {
   int was = call(w, CALL_OTHER, NULL);
   static const char *const names[MECHANISMS] = {"dl_sync_export", "dl_sync_push_dep",
                                                 "dl_sync_group_wait", "dl_sync_tensor_wait"};
+  program_counts.mechanisms[mechanism]++;
+  program_counts.consumer_kinds[o->consumer_kind]++;
   expect_status(w, names[mechanism], order(w, o, r, p, c, mechanism, want), want);
   call(w, was, NULL);
-  if (want != DL_SYNC_OK || w->read_count == MAX_READS) return;
-  int64_t *counter = &w->mismatches[w->read_count++];
-  dl_sync_sim_access accesses[] = {{w->blocks[r->block], DL_SYNC_SIM_READ},
-                                   {counter, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
-  job *j = new_job(w, w->blocks[r->block], r->value, counter);
-  if (j == NULL || dl_sync_sim_launch(c.handle, "read", read_kernel, j, accesses, 2) != 0) {
-    failed(w, FAILURE_SETUP, "the consumer's read could not be launched");
-    return;
-  }
-  r->read = 1;
-  r->read_on = c;
-  r->read_capture = capturing;
+  if (want == DL_SYNC_OK) launch_read(w, r, c, capturing);
 }
 
 /* What the release must answer (dlsync/release.h, by this model): nothing read, now; read
@@ -447,6 +471,186 @@ static void release(world *w, const op *o) {
   call(w, was, NULL);
 }
 
+/* ---- exchange tables: each framework's, answering the stream it works on now ----------- */
+
+static world *table_world; /* the program running (one at a time) */
+
+static int current_work_stream(int f, DLDeviceType type, int32_t device, void **out) {
+  const world *w = table_world;
+  if (w->p->tables[f] == TABLE_STREAM_FAILS || device < 0 || device >= w->p->devices ||
+      (int32_t)type != w->device_type)
+    return -1;
+  *out = w->p->tables[f] == TABLE_NULL ? NULL : w->current[f][device];
+  return 0;
+}
+
+#define CURRENT_WORK_STREAM_OF(f)                                                     \
+  static int current_work_stream_##f(DLDeviceType type, int32_t device, void **out) { \
+    return current_work_stream(f, type, device, out);                                 \
+  }
+CURRENT_WORK_STREAM_OF(0)
+CURRENT_WORK_STREAM_OF(1)
+CURRENT_WORK_STREAM_OF(2)
+CURRENT_WORK_STREAM_OF(3)
+
+/* The producer's conversion: its tensor, owned by the caller from now on, ready on the
+   stream it works on now (the table's _NoSync contract). A producer that works on the
+   legacy stream makes that stream wait for a non-blocking stream it wrote on, with an
+   event of its own; the others now work on the stream the tensor was written on. */
+static int from_object(void *object, DLManagedTensorVersioned **out) {
+  tensor_record *r = object;
+  world *w = r->w;
+  switch (w->p->tables[r->framework]) {
+    case TABLE_CONVERSION_FAILS:
+      if (w->conversions_failed++ % 2 == 0) return -1;
+      *out = NULL; /* 0 and no tensor: the other way to fail */
+      return 0;
+    case TABLE_NULL:
+      if (w->p->non_blocking[r->framework][r->device][r->stream]) {
+        dl_sync_sim_event **event = &w->producer_events[r->framework][r->device];
+        void *written_on = w->streams[r->framework][r->device][r->stream];
+        int error = *event == NULL ? dl_sync_sim_event_create(event) : 0;
+        if (error == 0) error = dl_sync_sim_event_record(*event, written_on, 0);
+        if (error == 0) error = dl_sync_sim_stream_wait_event(DL_SYNC_SIM_STREAM_LEGACY, *event, 0);
+        if (error != 0) return -1;
+      }
+      break;
+    default:
+      w->current[r->framework][r->device] = w->streams[r->framework][r->device][r->stream];
+      break;
+  }
+  *out = &r->managed;
+  return 0;
+}
+
+static const DLPackExchangeAPI tables[MAX_FRAMEWORKS] = {
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_0},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_1},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_2},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_3}};
+
+/* The stream the producer's table names for r: where r is ready. */
+static stream_id table_stream(const world *w, const tensor_record *r) {
+  if (w->p->tables[r->framework] == TABLE_NULL)
+    return (stream_id){LEGACY, r->device, -1, DL_SYNC_SIM_STREAM_LEGACY};
+  return explicit_stream(w, r->framework, r->device, r->stream);
+}
+
+/* Whether r can be imported: the producer's, not read, and (for a producer on the legacy
+   stream, whose conversion records on the stream it wrote on) that stream not capturing. */
+static int importable(const world *w, const tensor_record *r) {
+  if (r == NULL || r->read || r->imported) return 0;
+  return w->p->tables[r->framework] != TABLE_NULL ||
+         capture_on(w, explicit_stream(w, r->framework, r->device, r->stream)) < 0;
+}
+
+static int table_fails(const world *w, const tensor_record *r) {
+  return w->p->tables[r->framework] == TABLE_STREAM_FAILS ||
+         w->p->tables[r->framework] == TABLE_CONVERSION_FAILS;
+}
+
+/* What the ordering of an import must answer: dl_sync_push_dep's capture table. */
+static int predicted_order(const world *w, stream_id p, stream_id c) {
+  return same_stream(p, c) || capture_on(w, p) < 0 ? DL_SYNC_OK : DL_SYNC_ECAPTURE;
+}
+
+/* Whether leaving out the ordering of p before c leaves them unordered: the legacy stream
+   and a blocking stream are ordered by the runtime either way. */
+static int unordered_without(const world *w, stream_id p, stream_id c) {
+  if (same_stream(p, c)) return 0;
+  if (c.kind == LEGACY && blocking(w, p)) return 0;
+  return !(p.kind == LEGACY && blocking(w, c));
+}
+
+/* After an import that took r: the consumer's; a refused tensor went back to its producer
+   through the deleter, in the call (the conversion's failure took nothing). */
+static void imported(world *w, tensor_record *r, int status, int slot) {
+  if (status == DL_SYNC_OK) {
+    r->imported = 1;
+  } else if (w->p->tables[r->framework] != TABLE_CONVERSION_FAILS) {
+    r->released = 1;
+    w->slot_record[slot] = -1;
+    program_counts.imports_refused++;
+  }
+}
+
+static int slot_of(const world *w, const tensor_record *r) {
+  for (int s = 0; s < MAX_SLOTS; s++)
+    if (w->slot_record[s] == (int)(r - w->records)) return s;
+  return -1;
+}
+
+/* A second tensor for a grouped import: the lowest slot's importable tensor of the device
+   whose producer answers one stream for both (another framework, or the same stream). */
+static tensor_record *second_import(world *w, const tensor_record *first) {
+  for (int s = 0; s < MAX_SLOTS; s++) {
+    tensor_record *r = slot_tensor(w, s);
+    if (r == NULL || r == first || !importable(w, r) || r->device != first->device) continue;
+    if (r->framework == first->framework && r->stream != first->stream) continue;
+    return r;
+  }
+  return NULL;
+}
+
+static void import_tensor(world *w, const op *o) {
+  tensor_record *r = slot_tensor(w, o->slot);
+  if (!importable(w, r)) return;
+  stream_id c = consumer_stream(w, o, r->device);
+  if (c.kind < 0) return;
+  int capturing = capture_on(w, c);
+  tensor_record *imports[2] = {r, NULL};
+  int count = 1;
+  if (o->mechanism == IMPORT_GROUPED && o->mode && (imports[1] = second_import(w, r)) != NULL)
+    count = 2;
+  dl_sync_sim_set_device(r->device);
+  dl_sync_stream consumer = view(w, r->device, c.handle);
+  program_counts.imports[o->mechanism == IMPORT_GROUPED]++;
+  program_counts.imports_two_tensors += count == 2;
+  dl_sync_group group;
+  if (o->mechanism == IMPORT_GROUPED)
+    expect_status(w, "dl_sync_group_init", dl_sync_group_init(&group, consumer), DL_SYNC_OK);
+  int all_taken = 1, want_wait = DL_SYNC_OK;
+  for (int i = 0; i < count; i++) {
+    tensor_record *t = imports[i];
+    int slot = slot_of(w, t);
+    stream_id p = table_stream(w, t);
+    program_counts.import_tables[w->p->tables[t->framework]]++;
+    int want = table_fails(w, t)                ? DL_SYNC_EBACKEND
+               : o->mechanism == IMPORT_GROUPED ? DL_SYNC_OK
+                                                : predicted_order(w, p, c);
+    if (want == DL_SYNC_OK && predicted_order(w, p, c) != DL_SYNC_OK) want_wait = DL_SYNC_ECAPTURE;
+    DLManagedTensorVersioned *out = NULL;
+    int was = call(w, CALL_IMPORT, t);
+    int got;
+    if (w->v == BARE_CONVERSION && want == DL_SYNC_OK && predicted_order(w, p, c) == DL_SYNC_OK) {
+      w->result.affected += unordered_without(w, p, c);
+      got = tables[t->framework].managed_tensor_from_py_object_no_sync(t, &out);
+    } else if (o->mechanism == IMPORT_GROUPED) {
+      got = dl_sync_group_add_exchange_import(&group, &tables[t->framework], t, &out);
+      expect_status(w, "dl_sync_group_add_exchange_import", got, want);
+    } else {
+      got = dl_sync_exchange_import(&tables[t->framework], t, consumer, &out);
+      expect_status(w, "dl_sync_exchange_import", got, want);
+    }
+    call(w, was, NULL);
+    if (got == DL_SYNC_OK && out != &t->managed)
+      failed(w, FAILURE_STATUS, "an import answered another tensor than its producer's");
+    imported(w, t, got, slot);
+    all_taken &= got == DL_SYNC_OK;
+  }
+  if (!all_taken) return; /* what was taken stays the consumer's, unread */
+  if (o->mechanism == IMPORT_GROUPED) {
+    int was = call(w, CALL_OTHER, NULL);
+    int got = w->v == BARE_CONVERSION && want_wait == DL_SYNC_OK ? DL_SYNC_OK
+                                                                 : dl_sync_group_wait(&group);
+    if (w->v != BARE_CONVERSION || want_wait != DL_SYNC_OK)
+      expect_status(w, "dl_sync_group_wait (imports)", got, want_wait);
+    call(w, was, NULL);
+    if (got != DL_SYNC_OK) return;
+  }
+  for (int i = 0; i < count; i++) launch_read(w, imports[i], c, capturing);
+}
+
 static void capture_begin(world *w, const op *o) {
   capture *c = &w->captures[o->slot];
   if (c->open || c->graph != NULL) return;
@@ -455,6 +659,7 @@ static void capture_begin(world *w, const op *o) {
      use of the legacy stream an error (906) */
   if (!w->p->non_blocking[o->framework][o->device][o->stream] || capture_on(w, s) >= 0) return;
   dl_sync_sim_set_device(o->device);
+  w->acts++;
   int error = dl_sync_sim_stream_begin_capture(s.handle, o->mode % 3);
   if (error != 0) {
     failed(w, FAILURE_CAPTURE, "beginning a capture: %s", dl_sync_sim_error_name(error));
@@ -474,6 +679,7 @@ static void capture_end(world *w, int index) {
   if (!c->open || (c->mode != DL_SYNC_SIM_CAPTURE_RELAXED && c->thread != here.thread)) return;
   dl_sync_sim_set_device(c->device);
   c->open = 0;
+  w->acts++;
   int error = dl_sync_sim_stream_end_capture(c->stream, &c->graph);
   if (error == 0) error = dl_sync_sim_graph_instantiate(&c->exec, c->graph);
   for (int i = 0; i < 2 && error == 0; i++) error = dl_sync_sim_graph_launch(c->exec, c->stream);
@@ -489,6 +695,7 @@ static void graph_destroy(world *w, int index, int force) {
   capture *c = &w->captures[index];
   if (c->open || c->graph == NULL || (!force && any_capture_open(w))) return;
   dl_sync_sim_set_device(c->device);
+  w->acts++;
   int was = call(w, CALL_RUNTIME, NULL); /* no deleter runs on the runtime's side */
   int error = dl_sync_sim_stream_synchronize(c->stream);
   if (c->exec != NULL && error == 0) error = dl_sync_sim_graph_exec_destroy(c->exec);
@@ -500,6 +707,7 @@ static void graph_destroy(world *w, int index, int force) {
 }
 
 static void synchronize_devices(world *w) {
+  w->acts++;
   for (int d = 0; d < w->p->devices; d++) {
     dl_sync_sim_set_device(d);
     int error = dl_sync_sim_device_synchronize();
@@ -523,6 +731,7 @@ static long total_deletions(const world *w) {
    deleter up to the fork itself, and a count read before it would be stale. */
 static void fork_check(world *w) {
   program_counts.forks++;
+  w->acts++;
   pid_t child = fork();
   if (child == 0) {
     long at_fork = total_deletions(w);
@@ -550,7 +759,7 @@ static void shutdown_dlsync(world *w) {
     failed(w, FAILURE_STATUS, "dl_sync_shutdown answered %d (%s)", status, dl_sync_last_error());
 }
 
-static void run_op(world *w, const op *o) {
+static void run_op_kind(world *w, const op *o) {
   switch (o->kind) {
     case OP_PRODUCE:
       produce(w, o);
@@ -571,6 +780,7 @@ static void run_op(world *w, const op *o) {
       graph_destroy(w, o->slot, 0);
       break;
     case OP_POLL: {
+      w->acts++;
       int was = call(w, CALL_POLL, NULL);
       dl_sync_release_poll();
       call(w, was, NULL);
@@ -581,6 +791,7 @@ static void run_op(world *w, const op *o) {
       program_counts.host_syncs++;
       break;
     case OP_SHUTDOWN:
+      w->acts++;
       program_counts.shutdowns++;
       shutdown_dlsync(w);
       break;
@@ -593,8 +804,20 @@ static void run_op(world *w, const op *o) {
     case OP_FORK:
       fork_check(w);
       break;
+    case OP_IMPORT:
+      import_tensor(w, o);
+      break;
     default:
       break;
+  }
+}
+
+static void run_op(world *w, const op *o) {
+  long acts = w->acts;
+  run_op_kind(w, o);
+  if (o->kind < OP_KINDS) {
+    program_counts.ops_given[o->kind]++;
+    program_counts.ops_made[o->kind] += w->acts != acts;
   }
 }
 
@@ -736,6 +959,7 @@ static void world_start(world *w, const program *p, variant v, int verbose) {
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->changed, NULL);
   for (int s = 0; s < MAX_SLOTS; s++) w->slot_record[s] = -1;
+  table_world = w;
   dl_sync_sim_reset();
   dl_sync_set_backend(kDLCUDA, dl_sync_sim_backend());
   dl_sync_set_backend(kDLROCM, dl_sync_sim_backend());

@@ -2,8 +2,9 @@
 /*
  * Whole programs at random: several "frameworks" exchange tensors through dlsync on the
  * simulated device, from several host threads, with every stream kind, stream argument,
- * ordering mechanism, release, capture and shutdown (generate.c). The runner (run.c)
- * executes a program's operations one at a time, each on its own host thread, in program
+ * ordering mechanism, import through a producer's exchange table (single and grouped; tables
+ * that answer a stream, NULL, or fail), release, capture and shutdown (generate.c). The runner
+ * (run.c) executes a program's operations one at a time, each on its own host thread, in program
  * order, and judges the run by oracles that share no code with dlsync: the simulator's race
  * checker, the values every read sees, the capture table and the release table as this
  * model predicts them from its own bookkeeping, where each deleter ran and how often, no
@@ -48,8 +49,21 @@ typedef enum op_kind {
   OP_SHUTDOWN,       /* dl_sync_shutdown */
   OP_RELEASE_THREAD, /* dlsync's release thread started (mode 1) or stopped (0) */
   OP_FORK,           /* a child process checks that it runs none of the parent's releases */
+  OP_IMPORT,         /* the consumer imports slot through its producer's exchange table */
   OP_KINDS
 } op_kind;
+
+/* How an import is made (OP_IMPORT's mechanism). */
+enum { IMPORT_SINGLE, IMPORT_GROUPED };
+
+/* What a producer's exchange table answers (dlsync/exchange.h). */
+typedef enum table_kind {
+  TABLE_CURRENT,          /* current_work_stream: the stream the producer works on now */
+  TABLE_NULL,             /* NULL: the producer works on the legacy default stream */
+  TABLE_STREAM_FAILS,     /* current_work_stream fails (-1) */
+  TABLE_CONVERSION_FAILS, /* the conversion fails, or answers 0 and no tensor */
+  TABLE_KINDS
+} table_kind;
 
 typedef enum order_mechanism {
   BY_EXPORT,
@@ -79,7 +93,8 @@ typedef struct op {
   uint8_t mechanism;
   uint8_t consumer_kind;
   uint8_t name_legacy_by_none; /* ON_LEGACY by export: stream=None, else the integer */
-  uint8_t mode;                /* capture mode; release thread: start (1) or stop (0) */
+  uint8_t mode; /* capture mode; release thread: start (1) or stop (0); import: a second
+                   tensor in the group (1) */
 } op;
 
 typedef struct program {
@@ -89,6 +104,7 @@ typedef struct program {
   uint8_t hip_rules;                      /* the simulator follows HIP's query rules */
   uint8_t participates[MAX_FRAMEWORKS];   /* names its reuse stream */
   uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
+  uint8_t tables[MAX_FRAMEWORKS];         /* its exchange table: table_kind */
   uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
   int op_count;
   op ops[MAX_OPS];
@@ -97,9 +113,11 @@ typedef struct program {
 /* Variants that leave one dlsync call out: the negative controls. */
 typedef enum variant {
   WITH_DLSYNC,
-  SKIP_EXPORT,        /* an export's ordering not made */
-  DROP_WAIT,          /* a dependency, group or tensor-event wait not made */
-  DELETER_NOT_RELEASE /* the deleter called where the release was */
+  SKIP_EXPORT,         /* an export's ordering not made */
+  DROP_WAIT,           /* a dependency, group or tensor-event wait not made */
+  DELETER_NOT_RELEASE, /* the deleter called where the release was */
+  BARE_CONVERSION,     /* an import replaced by the table's bare conversion */
+  VARIANTS
 } variant;
 
 /* What a run found. */
@@ -129,6 +147,10 @@ enum {
 typedef struct run_counts {
   long statuses[8]; /* dlsync answers: 0-3 the release results, 4 EINVAL, 5 ECAPTURE, 6 other */
   long captures, graphs_launched, forks, host_syncs, shutdowns, deleters_on_release_thread;
+  long ops_given[OP_KINDS]; /* operations handed to a thread, by kind */
+  long ops_made[OP_KINDS];  /* of those, made (the others' preconditions did not hold) */
+  long mechanisms[MECHANISMS], consumer_kinds[CONSUMER_KINDS];
+  long imports[2], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
 } run_counts;
 extern run_counts program_counts;
 

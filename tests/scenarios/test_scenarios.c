@@ -7,9 +7,10 @@
  *   test_scenarios --seed S         one program, its operations printed
  *   test_scenarios --programs N --first S --controls K   the fixed set's size
  * A failing program is shrunk and printed as a C test case to paste below. The controls
- * (an export skipped, a wait dropped, a release replaced by the deleter) must be caught,
- * by the race checker or by value, in at least 90 % of the programs where they changed
- * something.
+ * (an export skipped, a wait dropped, a release replaced by the deleter, an import replaced
+ * by the table's bare conversion) must be caught, by the race checker or by value, in at
+ * least 90 % of the programs where they changed something. Every run prints how many
+ * operations of each kind were made, and of the orderings, consumers and imports.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,11 @@ static int run_seed(uint64_t seed, totals *t) {
 
 /* Each control on programs of the fixed set: caught where it changed something. */
 static int run_controls(uint64_t first, int programs) {
-  static const char *const names[] = {"", "an export skipped", "a wait dropped",
-                                      "a release replaced by the deleter"};
+  static const char *const names[VARIANTS] = {"", "an export skipped", "a wait dropped",
+                                              "a release replaced by the deleter",
+                                              "an import replaced by the bare conversion"};
   int failures = 0;
-  for (int v = SKIP_EXPORT; v <= DELETER_NOT_RELEASE; v++) {
+  for (int v = SKIP_EXPORT; v < VARIANTS; v++) {
     int mattered = 0, caught = 0;
     for (int i = 0; i < programs; i++) {
       static program p;
@@ -81,6 +83,32 @@ static int run_controls(uint64_t first, int programs) {
     if (mattered < 5 || rate < 90) failures++;
   }
   return failures;
+}
+
+/* How many operations of each kind ran, and of the orderings and imports. */
+static void print_kinds(void) {
+  const run_counts *c = &program_counts;
+  printf("operations (made / given; the others' preconditions did not hold):");
+  for (int k = 0; k < OP_KINDS; k++)
+    printf("%s %s %ld/%ld", k ? "," : "", op_kind_name(k) + 3, c->ops_made[k], c->ops_given[k]);
+  static const char *const mechanisms[MECHANISMS] = {"export", "push_dep", "group", "tensor event"};
+  static const char *const consumers[CONSUMER_KINDS] = {"explicit stream", "legacy", "per-thread",
+                                                        "no sync", "bad argument"};
+  printf("\norderings:");
+  for (int m = 0; m < MECHANISMS; m++)
+    printf("%s %ld by %s", m ? "," : "", c->mechanisms[m], mechanisms[m]);
+  printf("; consumers:");
+  for (int k = 0; k < CONSUMER_KINDS; k++)
+    printf("%s %ld %s", k ? "," : "", c->consumer_kinds[k], consumers[k]);
+  static const char *const tables[TABLE_KINDS] = {"current stream", "NULL (legacy)", "stream fails",
+                                                  "conversion fails"};
+  printf(
+      "\nimports: %ld single, %ld grouped (%ld of two tensors), %ld refused and given back;"
+      " tensors by table:",
+      c->imports[0], c->imports[1], c->imports_two_tensors, c->imports_refused);
+  for (int t = 0; t < TABLE_KINDS; t++)
+    printf("%s %ld %s", t ? "," : "", c->import_tables[t], tables[t]);
+  printf("\n");
 }
 
 int main(int argc, char **argv) {
@@ -126,6 +154,7 @@ int main(int argc, char **argv) {
       c->statuses[0], c->statuses[1], c->statuses[2], c->statuses[3], c->statuses[4],
       c->statuses[5], c->captures, c->graphs_launched, c->host_syncs, c->shutdowns, c->forks,
       c->deleters_on_release_thread);
+  print_kinds();
   if (seconds > 0) return 0;
   int failures = run_controls(first, controls);
   printf("controls and programs in %.1f s\n", now_s() - start);
