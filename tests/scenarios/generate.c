@@ -69,6 +69,16 @@ static int add_produce(rng *r, const program *p, model *m, op *o) {
   return 1;
 }
 
+int known_defect_open[KNOWN_DEFECTS] = {
+    [DEFECT_HIP_PER_THREAD_RELEASE] = 1, [DEFECT_HIP_DESTROYED_STREAM_RELEASE] = 1};
+
+/* A per-thread read, unless it would meet an open known defect. */
+static int per_thread_or_explicit(const program *p) {
+  return p->rocm && p->hip_rules && known_defect_open[DEFECT_HIP_PER_THREAD_RELEASE]
+             ? ON_EXPLICIT
+             : ON_PER_THREAD;
+}
+
 static int add_consume(rng *r, const program *p, model *m, op *o) {
   int slot = pick_slot(r, m, LIVE);
   if (slot < 0) return 0;
@@ -80,7 +90,7 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
   int kind = below(r, 100);
   o->consumer_kind = kind < 58   ? ON_EXPLICIT
                      : kind < 72 ? ON_LEGACY
-                     : kind < 84 ? (p->rocm ? ON_EXPLICIT : ON_PER_THREAD)
+                     : kind < 84 ? per_thread_or_explicit(p)
                      : kind < 94 ? NO_SYNC
                                  : BAD_ARGUMENT;
   int how = below(r, 100);
@@ -89,6 +99,9 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
                  : how < 75 ? BY_GROUP
                             : BY_TENSOR_EVENT;
   if (o->consumer_kind == NO_SYNC || o->consumer_kind == BAD_ARGUMENT) o->mechanism = BY_EXPORT;
+  /* ROCm's stream argument has no per-thread stream: its per-thread reads name the stream */
+  if (p->rocm && o->consumer_kind == ON_PER_THREAD && o->mechanism == BY_EXPORT)
+    o->mechanism = BY_PUSH_DEP;
   o->name_legacy_by_none = (uint8_t)chance(r, 50);
   m->slot_state[slot] = READ;
   m->slot_reader_thread[slot] = o->consumer_kind == ON_PER_THREAD ? o->thread : -1;
@@ -106,9 +119,7 @@ static int add_import(rng *r, const program *p, model *m, op *o) {
   o->framework = (uint8_t)below(r, p->frameworks);
   o->stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
   int kind = below(r, 100);
-  o->consumer_kind = kind < 70   ? ON_EXPLICIT
-                     : kind < 85 ? ON_LEGACY
-                                 : (p->rocm ? ON_EXPLICIT : ON_PER_THREAD);
+  o->consumer_kind = kind < 70 ? ON_EXPLICIT : kind < 85 ? ON_LEGACY : per_thread_or_explicit(p);
   o->mechanism = (uint8_t)(chance(r, 50) ? IMPORT_GROUPED : IMPORT_SINGLE);
   o->mode = (uint8_t)(o->mechanism == IMPORT_GROUPED && chance(r, 50));
   m->slot_state[slot] = READ;
@@ -174,7 +185,8 @@ static void add_op(rng *r, program *p, model *m, int forks) {
              : roll < 830 ? add_capture(r, p, m, &o)
                           : 0;
   if (!made) {
-    o.kind = roll < 900   ? OP_POLL
+    o.kind = roll < 870   ? OP_POLL
+             : roll < 900 ? OP_CONCURRENT
              : roll < 930 ? OP_HOST_SYNC
              : roll < 950 ? OP_SHUTDOWN
              : roll < 980 ? OP_RELEASE_THREAD
@@ -182,6 +194,15 @@ static void add_op(rng *r, program *p, model *m, int forks) {
                           : OP_POLL;
     o.mode = (uint8_t)chance(r, 60);
     if (o.kind == OP_HOST_SYNC && open_captures(m)) o.kind = OP_POLL;
+    if (o.kind == OP_CONCURRENT) { /* a stream of a framework's, at random */
+      o.mode = (uint8_t)below(r, CONCURRENT_KINDS);
+      if (p->hip_rules && known_defect_open[DEFECT_HIP_DESTROYED_STREAM_RELEASE])
+        o.mode = CONCURRENT_CAPTURE;
+      o.mode |= (uint8_t)(chance(r, 25) ? CONCURRENT_QUIET : 0);
+      o.framework = (uint8_t)below(r, p->frameworks);
+      o.device = (uint8_t)below(r, p->devices);
+      o.stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
+    }
   }
   p->ops[p->op_count++] = o;
 }
@@ -216,8 +237,8 @@ void program_generate(program *p, uint64_t seed) {
 
 const char *op_kind_name(int kind) {
   static const char *const names[OP_KINDS] = {
-      "OP_PRODUCE",     "OP_CONSUME",        "OP_RELEASE", "OP_CAPTURE_BEGIN",
-      "OP_CAPTURE_END", "OP_GRAPH_DESTROY",  "OP_POLL",    "OP_HOST_SYNC",
-      "OP_SHUTDOWN",    "OP_RELEASE_THREAD", "OP_FORK",    "OP_IMPORT"};
+      "OP_PRODUCE",       "OP_CONSUME", "OP_RELEASE",   "OP_CAPTURE_BEGIN", "OP_CAPTURE_END",
+      "OP_GRAPH_DESTROY", "OP_POLL",    "OP_HOST_SYNC", "OP_SHUTDOWN",      "OP_RELEASE_THREAD",
+      "OP_FORK",          "OP_IMPORT",  "OP_CONCURRENT"};
   return kind >= 0 && kind < OP_KINDS ? names[kind] : "?";
 }

@@ -113,7 +113,8 @@ struct world {
   void *current[MAX_FRAMEWORKS][MAX_DEVICES];
   dl_sync_sim_event *producer_events[MAX_FRAMEWORKS][MAX_DEVICES];
   int conversions_failed;
-  long acts; /* dlsync and runtime calls made: an operation that made none was skipped */
+  long acts;         /* dlsync and runtime calls made: an operation that made none was skipped */
+  int last_deferred; /* the record of the latest release deferred onto an explicit stream */
 };
 
 static _Thread_local struct {
@@ -327,8 +328,7 @@ static stream_id consumer_stream(const world *w, const op *o, int device) {
     case ON_LEGACY:
       return (stream_id){LEGACY, device, -1, DL_SYNC_SIM_STREAM_LEGACY};
     case ON_PER_THREAD:
-      return (stream_id){w->p->rocm ? -1 : PER_THREAD, device, here.thread,
-                         DL_SYNC_SIM_STREAM_PER_THREAD};
+      return (stream_id){PER_THREAD, device, here.thread, DL_SYNC_SIM_STREAM_PER_THREAD};
     default:
       return (stream_id){-1, device, -1, NULL};
   }
@@ -424,6 +424,9 @@ static void consume(world *w, const op *o) {
     return;
   }
   int mechanism = o->mechanism == BY_TENSOR_EVENT && !r->has_event ? BY_EXPORT : o->mechanism;
+  /* ROCm's stream argument names no per-thread stream: such a read names the stream */
+  if (mechanism == BY_EXPORT && w->p->rocm && o->consumer_kind == ON_PER_THREAD)
+    mechanism = BY_PUSH_DEP;
   int want = predicted(w, o, p, c, mechanism == BY_TENSOR_EVENT);
   int was = call(w, CALL_OTHER, NULL);
   static const char *const names[MECHANISMS] = {"dl_sync_export", "dl_sync_push_dep",
@@ -469,6 +472,8 @@ static void release(world *w, const op *o) {
   expect_status(w, "dl_sync_tensor_release",
                 dl_sync_tensor_release(&r->managed, view(w, r->device, handle)), want);
   call(w, was, NULL);
+  if (want == DL_SYNC_RELEASE_DEFERRED && r->read_on.kind == EXPLICIT)
+    w->last_deferred = (int)(r - w->records);
 }
 
 /* ---- exchange tables: each framework's, answering the stream it works on now ----------- */
@@ -716,6 +721,132 @@ static void synchronize_devices(world *w) {
   }
 }
 
+/* ---- another thread, at a moment of its own, while this one polls --------------------- */
+
+typedef struct disturbance {
+  int what, device;
+  dl_sync_sim_stream *stream;
+  long delay_ns;
+  atomic_int done;
+  int error; /* the runtime's answer that went wrong, else 0 */
+  const char *step;
+} disturbance;
+
+static void pause_ns(long ns) {
+  struct timespec t = {0, ns};
+  nanosleep(&t, NULL);
+}
+
+/* Begins a capture on the stream (thread-local mode: none of this thread's calls disturbs
+   another's) and ends it a moment later; or waits for the stream's work and destroys it. */
+static void *disturb(void *arg) {
+  disturbance *d = arg;
+  here.program_thread = 0;
+  dl_sync_sim_set_device(d->device);
+  pause_ns(d->delay_ns);
+  if (d->what == CONCURRENT_CAPTURE) {
+    dl_sync_sim_graph *graph = NULL;
+    d->step = "beginning";
+    d->error = dl_sync_sim_stream_begin_capture(d->stream, DL_SYNC_SIM_CAPTURE_THREAD_LOCAL);
+    if (d->error == 0) {
+      pause_ns(d->delay_ns);
+      d->step = "ending";
+      d->error = dl_sync_sim_stream_end_capture(d->stream, &graph);
+    }
+    if (graph != NULL) dl_sync_sim_graph_destroy(graph);
+  } else {
+    d->step = "synchronizing";
+    d->error = dl_sync_sim_stream_synchronize(d->stream);
+    d->step = "destroying";
+    if (d->error == 0) d->error = dl_sync_sim_stream_destroy(d->stream);
+  }
+  atomic_store(&d->done, 1);
+  return NULL;
+}
+
+/* Whether the program still needs stream (f, d, s) as it is: work of a tensor not yet
+   released produced or read there, or a capture or graph of its own there. */
+static int stream_in_use(const world *w, void *handle) {
+  for (int i = 0; i < w->record_count; i++) {
+    const tensor_record *r = &w->records[i];
+    if (r->released) continue;
+    if (w->streams[r->framework][r->device][r->stream] == handle) return 1;
+    if (r->read && r->read_on.kind == EXPLICIT && r->read_on.handle == handle) return 1;
+  }
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if ((w->captures[c].open || w->captures[c].graph != NULL) && w->captures[c].stream == handle)
+      return 1;
+  return 0;
+}
+
+/* Another thread begins a capture on a framework's stream (where releases may wait), or
+   destroys it (its work done; the framework then makes a new one), at a moment of its own,
+   while this thread polls and the release thread may run. The capture must end well: no
+   call of dlsync's may break a capture it was not given; the releases on a destroyed
+   stream must still finish (the clean-up says what is pending at the end). */
+static void concurrent(world *w, const op *o) {
+  int f = o->framework, dev = o->device, i = o->stream;
+  /* the stream of the latest release still deferred, where there is one: where it matters */
+  const tensor_record *deferred = w->last_deferred >= 0 ? &w->records[w->last_deferred] : NULL;
+  if (deferred != NULL && atomic_load(&deferred->deleted) == 0)
+    for (int g = 0; g < w->p->frameworks; g++)
+      for (int k = 0; k < STREAMS_PER_DEVICE; k++)
+        if (w->streams[g][deferred->device][k] == deferred->read_on.handle) {
+          f = g;
+          dev = deferred->device;
+          i = k;
+        }
+  void *handle = w->streams[f][dev][i];
+  int what = o->mode & 1;
+  stream_id s = explicit_stream(w, f, dev, i);
+  if (capture_on(w, s) >= 0) return;
+  /* its synchronization would break a capture of the program's (a prohibited call) */
+  if (what == CONCURRENT_DESTROY && (any_capture_open(w) || stream_in_use(w, handle))) return;
+  /* a blocking stream's capture would make the legacy stream's use by another an error */
+  if (what == CONCURRENT_CAPTURE && !w->p->non_blocking[f][dev][i]) return;
+  disturbance other = {
+      .what = what,
+      .device = dev,
+      .stream = handle,
+      .delay_ns = (long)((w->p->seed + (uint64_t)w->op_index * 7919u) % 200) * 1000};
+  pthread_t thread;
+  w->acts++;
+  if (dl_sync_sim_thread_create(&thread, NULL, disturb, &other) != 0) {
+    failed(w, FAILURE_SETUP, "could not start the disturbing thread");
+    return;
+  }
+  int was = call(w, CALL_POLL, NULL);
+  int polls_wanted = o->mode & CONCURRENT_QUIET ? 0 : 1000;
+  for (int polls = 0; polls < polls_wanted && !atomic_load(&other.done); polls++) {
+    dl_sync_release_poll();
+    program_counts.concurrent_polls++;
+  }
+  call(w, was, NULL);
+  dl_sync_sim_thread_join(thread, NULL);
+  program_counts.concurrent[what]++;
+  if (w->verbose)
+    printf("    another thread %s stream %p (%s)\n",
+           what == CONCURRENT_CAPTURE ? "began and ended a capture on" : "destroyed", handle,
+           deferred != NULL && deferred->read_on.handle == handle
+               ? (atomic_load(&deferred->deleted) ? "its deferred release has finished now"
+                                                  : "its deferred release still waits")
+               : "no release deferred there");
+  if (other.error != 0) {
+    failed(w, FAILURE_CAPTURE, "%s the stream %p on another thread while this one polled: %s",
+           other.step, handle, dl_sync_sim_error_name(other.error));
+    return;
+  }
+  if (what == CONCURRENT_DESTROY) {
+    dl_sync_sim_set_device(dev);
+    dl_sync_sim_stream *fresh = NULL;
+    if (dl_sync_sim_stream_create(&fresh, w->p->non_blocking[f][dev][i]) != 0) {
+      failed(w, FAILURE_SETUP, "could not create a stream again");
+      return;
+    }
+    w->streams[f][dev][i] = fresh;
+  }
+}
+
 /* A child runs none of the parent's releases (their events are the parent's). */
 #if defined(_WIN32) || defined(SANITIZED)
 static void fork_check(world *w) {
@@ -806,6 +937,9 @@ static void run_op_kind(world *w, const op *o) {
       break;
     case OP_IMPORT:
       import_tensor(w, o);
+      break;
+    case OP_CONCURRENT:
+      concurrent(w, o);
       break;
     default:
       break;
@@ -947,6 +1081,9 @@ static void judge(world *w) {
     if (atomic_load(&w->records[i].deleted) != 1)
       failed(w, FAILURE_DELETER, "a deleter ran %d times", atomic_load(&w->records[i].deleted));
   if (atomic_load(&w->violations) != 0) failed(w, FAILURE_DELETER, "%s", w->violation);
+  if (dl_sync_sim_destroyed_stream_reads() != 0)
+    failed(w, FAILURE_CAPTURE, "%llu queries read a destroyed stream (HIP rules)",
+           (unsigned long long)dl_sync_sim_destroyed_stream_reads());
 }
 
 static void world_start(world *w, const program *p, variant v, int verbose) {
@@ -959,6 +1096,7 @@ static void world_start(world *w, const program *p, variant v, int verbose) {
   pthread_mutex_init(&w->lock, NULL);
   pthread_cond_init(&w->changed, NULL);
   for (int s = 0; s < MAX_SLOTS; s++) w->slot_record[s] = -1;
+  w->last_deferred = -1;
   table_world = w;
   dl_sync_sim_reset();
   dl_sync_set_backend(kDLCUDA, dl_sync_sim_backend());
