@@ -11,8 +11,10 @@
  * consumer capturing or not, for dl_sync_export, dl_sync_push_dep, per-tensor events and
  * dependency groups. The oracle below says from cuda.h's sentences on which stream, in
  * which context, each record and wait must land; the fake's log of records and waits is
- * checked against it, as are the caller's context afterwards and the handles used. The
- * suite runs under both readings of whether a green context's events may record on its
+ * checked against it, as are the caller's context afterwards and the handles used. The same
+ * cases then run in a random order on three threads with nothing reset between them (the
+ * pools, the threads' caches and the contexts' events carried over), under the same
+ * oracle. The suite runs under both readings of whether a green context's events may record on its
  * primary context's streams (FAKE_CUDA_GREEN_EVENT_RULE, fake_cuda_driver.c).
  */
 #define _GNU_SOURCE
@@ -526,6 +528,86 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
             }
           }
   print_message("%ld combinations, %ld failed\n", cases, failed);
+  assert_int_equal(failed, 0);
+}
+
+/* ---- random sequences: what lands where does not depend on what came before -------- */
+
+/* The cases of the combinatorial test in a random order, each on one of a few threads,
+   with nothing reset between them: the pools, the threads' caches and the contexts' events
+   carry from case to case and from thread to thread. Each case is checked as check() does
+   (its pool warmed by one run of the case first), against the same oracle. */
+enum { SEQUENCE_THREADS = 3, SEQUENCE_CASES = 600, SEQUENCE_MAX_CASES = 20000 };
+
+typedef struct sequence_worker {
+  phases steps;
+  const scenario *next; /* NULL: stop */
+  int held;
+  pthread_t thread;
+} sequence_worker;
+
+static void *sequence_thread(void *arg) {
+  sequence_worker *worker = arg;
+  for (int phase = 1;; phase++) {
+    phases_await(&worker->steps, phase);
+    const scenario *sc = worker->next;
+    if (sc != NULL) worker->held = check(sc);
+    set_caller(NONE); /* a green context is current on one thread at a time (cuda.h) */
+    phases_done(&worker->steps, phase);
+    if (sc == NULL) return NULL;
+  }
+}
+
+static uint64_t splitmix(uint64_t *state) {
+  uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static void test_random_sequences_on_threads_land_where_cuda_h_says(void **state) {
+  (void)state;
+  named all[16];
+  int n = named_streams(all);
+  static scenario cases[SEQUENCE_MAX_CASES];
+  int total = 0;
+  for (int op = 0; op < OPS; op++)
+    for (int caller = NONE; caller < context_count; caller++)
+      for (int p = 0; p < n; p++)
+        for (int capture = 0; capture < 2; capture++) {
+          scenario base = {
+              .op = op, .caller = caller, .warm = 1, .capture = capture, .producer = all[p]};
+          scenario list[16];
+          int count = consumers(&base, all, n, list);
+          for (int i = 0; i < count && total < SEQUENCE_MAX_CASES; i++) {
+            if (capture && list[i].consumer.kind == LEGACY) continue;
+            if (capture && per_thread_of_green(&list[i].consumer, caller)) continue;
+            if (capture && same_stream(&list[i].producer, &list[i].consumer, caller)) continue;
+            cases[total++] = list[i];
+          }
+        }
+  sequence_worker workers[SEQUENCE_THREADS];
+  int phase[SEQUENCE_THREADS] = {0};
+  for (int t = 0; t < SEQUENCE_THREADS; t++) {
+    workers[t] = (sequence_worker){.steps = PHASES_INIT};
+    assert_int_equal(pthread_create(&workers[t].thread, NULL, sequence_thread, &workers[t]), 0);
+  }
+  uint64_t seed = UINT64_C(0x5eed) + (uint64_t)driver_version;
+  long failed = 0;
+  int ran = 0;
+  for (; ran < SEQUENCE_CASES && failed < 20; ran++) {
+    int t = (int)(splitmix(&seed) % SEQUENCE_THREADS);
+    workers[t].next = &cases[splitmix(&seed) % (uint64_t)total];
+    phases_tell(&workers[t].steps, ++phase[t]);
+    failed += !workers[t].held;
+  }
+  for (int t = 0; t < SEQUENCE_THREADS; t++) {
+    workers[t].next = NULL;
+    phases_tell(&workers[t].steps, ++phase[t]);
+    pthread_join(workers[t].thread, NULL);
+  }
+  print_message("%d cases of %d at random, on %d threads, nothing reset between: %ld failed\n", ran,
+                total, SEQUENCE_THREADS, failed);
   assert_int_equal(failed, 0);
 }
 
@@ -1530,6 +1612,8 @@ static void test_a_forked_child_is_told_why(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
+      cmocka_unit_test_teardown(test_random_sequences_on_threads_land_where_cuda_h_says,
+                                teardown_each),
       cmocka_unit_test_teardown(test_steady_state_export_makes_six_driver_calls, teardown_each),
       cmocka_unit_test_teardown(test_release_calls, teardown_each),
       cmocka_unit_test_teardown(test_a_reuse_stream_waits_in_the_producers_context, teardown_each),
