@@ -69,8 +69,19 @@ static int add_produce(rng *r, const program *p, model *m, op *o) {
   return 1;
 }
 
-int known_defect_open[KNOWN_DEFECTS] = {
-    [DEFECT_HIP_PER_THREAD_RELEASE] = 1, [DEFECT_HIP_DESTROYED_STREAM_RELEASE] = 1};
+int known_defect_open[KNOWN_DEFECTS] = {[DEFECT_HIP_PER_THREAD_RELEASE] = 1,
+                                        [DEFECT_HIP_DESTROYED_STREAM_RELEASE] = 1,
+                                        [DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] = 1};
+
+/* Whether the model has a capture open on a framework's stream (the runner's captures are
+   among the model's: it skips, never adds). */
+static int capturing(const model *m, int framework, int device, int stream) {
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if (m->capture_open[c] && m->capture_framework[c] == framework &&
+        m->capture_device[c] == device && m->capture_stream[c] == stream)
+      return 1;
+  return 0;
+}
 
 /* A per-thread read, unless it would meet an open known defect. */
 static int per_thread_or_explicit(const program *p) {
@@ -95,10 +106,17 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
                                  : BAD_ARGUMENT;
   int how = below(r, 100);
   o->mechanism = how < 40   ? BY_EXPORT
-                 : how < 60 ? BY_PUSH_DEP
-                 : how < 75 ? BY_GROUP
-                            : BY_TENSOR_EVENT;
+                 : how < 55 ? BY_PUSH_DEP
+                 : how < 65 ? BY_GROUP
+                 : how < 78 ? BY_TENSOR_EVENT
+                 : how < 85 ? BY_GROUP_TENSOR
+                 : how < 92 ? BY_HOST_WAIT
+                            : BY_GROUP_TABLE;
   if (o->consumer_kind == NO_SYNC || o->consumer_kind == BAD_ARGUMENT) o->mechanism = BY_EXPORT;
+  if (o->mechanism == BY_HOST_WAIT && p->hip_rules &&
+      known_defect_open[DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] &&
+      capturing(m, m->slot_framework[slot], m->slot_device[slot], m->slot_stream[slot]))
+    o->mechanism = BY_TENSOR_EVENT;
   /* ROCm's stream argument has no per-thread stream: its per-thread reads name the stream */
   if (p->rocm && o->consumer_kind == ON_PER_THREAD && o->mechanism == BY_EXPORT)
     o->mechanism = BY_PUSH_DEP;
@@ -120,7 +138,8 @@ static int add_import(rng *r, const program *p, model *m, op *o) {
   o->stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
   int kind = below(r, 100);
   o->consumer_kind = kind < 70 ? ON_EXPLICIT : kind < 85 ? ON_LEGACY : per_thread_or_explicit(p);
-  o->mechanism = (uint8_t)(chance(r, 50) ? IMPORT_GROUPED : IMPORT_SINGLE);
+  int how = below(r, 100);
+  o->mechanism = (uint8_t)(how < 40 ? IMPORT_SINGLE : how < 80 ? IMPORT_GROUPED : IMPORT_N0);
   o->mode = (uint8_t)(o->mechanism == IMPORT_GROUPED && chance(r, 50));
   m->slot_state[slot] = READ;
   m->slot_reader_thread[slot] = o->consumer_kind == ON_PER_THREAD ? o->thread : -1;

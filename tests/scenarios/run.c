@@ -319,6 +319,64 @@ static void produce(world *w, const op *o) {
   call(w, was, NULL);
 }
 
+/* ---- exchange tables: each framework's, answering the stream it works on now ----------- */
+
+static world *table_world; /* the program running (one at a time) */
+
+static int current_work_stream(int f, DLDeviceType type, int32_t device, void **out) {
+  const world *w = table_world;
+  if (w->p->tables[f] == TABLE_STREAM_FAILS || device < 0 || device >= w->p->devices ||
+      (int32_t)type != w->device_type)
+    return -1;
+  *out = w->p->tables[f] == TABLE_NULL ? NULL : w->current[f][device];
+  return 0;
+}
+
+#define CURRENT_WORK_STREAM_OF(f)                                                     \
+  static int current_work_stream_##f(DLDeviceType type, int32_t device, void **out) { \
+    return current_work_stream(f, type, device, out);                                 \
+  }
+CURRENT_WORK_STREAM_OF(0)
+CURRENT_WORK_STREAM_OF(1)
+CURRENT_WORK_STREAM_OF(2)
+CURRENT_WORK_STREAM_OF(3)
+
+/* The producer's conversion: its tensor, owned by the caller from now on, ready on the
+   stream it works on now (the table's _NoSync contract). A producer that works on the
+   legacy stream makes that stream wait for a non-blocking stream it wrote on, with an
+   event of its own; the others now work on the stream the tensor was written on. */
+static int from_object(void *object, DLManagedTensorVersioned **out) {
+  tensor_record *r = object;
+  world *w = r->w;
+  switch (w->p->tables[r->framework]) {
+    case TABLE_CONVERSION_FAILS:
+      if (w->conversions_failed++ % 2 == 0) return -1;
+      *out = NULL; /* 0 and no tensor: the other way to fail */
+      return 0;
+    case TABLE_NULL:
+      if (w->p->non_blocking[r->framework][r->device][r->stream]) {
+        dl_sync_sim_event **event = &w->producer_events[r->framework][r->device];
+        void *written_on = w->streams[r->framework][r->device][r->stream];
+        int error = *event == NULL ? dl_sync_sim_event_create(event) : 0;
+        if (error == 0) error = dl_sync_sim_event_record(*event, written_on, 0);
+        if (error == 0) error = dl_sync_sim_stream_wait_event(DL_SYNC_SIM_STREAM_LEGACY, *event, 0);
+        if (error != 0) return -1;
+      }
+      break;
+    default:
+      w->current[r->framework][r->device] = w->streams[r->framework][r->device][r->stream];
+      break;
+  }
+  *out = &r->managed;
+  return 0;
+}
+
+static const DLPackExchangeAPI tables[MAX_FRAMEWORKS] = {
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_0},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_1},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_2},
+    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_3}};
+
 /* The consumer's stream for o, or kind -1 when o names none here. */
 static stream_id consumer_stream(const world *w, const op *o, int device) {
   switch (o->consumer_kind) {
@@ -378,13 +436,21 @@ static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id
       return dl_sync_export(view(w, device, p.handle), argument_for(w, o, c));
     case BY_PUSH_DEP:
       return dl_sync_push_dep(view(w, device, p.handle), view(w, device, c.handle));
-    case BY_GROUP: {
+    case BY_GROUP:
+    case BY_GROUP_TENSOR:
+    case BY_GROUP_TABLE: {
       dl_sync_group group;
       int status = dl_sync_group_init(&group, view(w, device, c.handle));
       if (status == DL_SYNC_OK)
-        status = dl_sync_group_add_stream(&group, view(w, device, p.handle));
+        status = mechanism == BY_GROUP_TENSOR ? dl_sync_group_add_tensor(&group, &r->managed)
+                 : mechanism == BY_GROUP_TABLE
+                     ? dl_sync_group_add_exchange_api(&group, &tables[r->framework],
+                                                      (DLDevice){w->device_type, device})
+                     : dl_sync_group_add_stream(&group, view(w, device, p.handle));
       return status == DL_SYNC_OK ? dl_sync_group_wait(&group) : status;
     }
+    case BY_HOST_WAIT:
+      return dl_sync_tensor_synchronize(&r->managed);
     default:
       return dl_sync_tensor_wait(&r->managed, view(w, device, c.handle));
   }
@@ -423,19 +489,42 @@ static void consume(world *w, const op *o) {
     failed(w, FAILURE_SETUP, "the consumer's synchronization of the producer's stream failed");
     return;
   }
-  int mechanism = o->mechanism == BY_TENSOR_EVENT && !r->has_event ? BY_EXPORT : o->mechanism;
+  int mechanism = o->mechanism;
+  /* the tensor's event where it has one; the producer's table where it names its stream */
+  if ((mechanism == BY_TENSOR_EVENT || mechanism == BY_GROUP_TENSOR || mechanism == BY_HOST_WAIT) &&
+      !r->has_event)
+    mechanism = BY_EXPORT;
+  if (mechanism == BY_GROUP_TABLE && w->p->tables[r->framework] != TABLE_CURRENT)
+    mechanism = BY_GROUP;
+  if (mechanism == BY_GROUP_TABLE) /* the producer works on the tensor's stream now */
+    w->current[r->framework][r->device] = p.handle;
   /* ROCm's stream argument names no per-thread stream: such a read names the stream */
   if (mechanism == BY_EXPORT && w->p->rocm && o->consumer_kind == ON_PER_THREAD)
     mechanism = BY_PUSH_DEP;
-  int want = predicted(w, o, p, c, mechanism == BY_TENSOR_EVENT);
+  int want = predicted(
+      w, o, p, c,
+      mechanism == BY_TENSOR_EVENT || mechanism == BY_GROUP_TENSOR || mechanism == BY_HOST_WAIT);
   int was = call(w, CALL_OTHER, NULL);
-  static const char *const names[MECHANISMS] = {"dl_sync_export", "dl_sync_push_dep",
-                                                "dl_sync_group_wait", "dl_sync_tensor_wait"};
+  static const char *const names[MECHANISMS] = {"dl_sync_export",
+                                                "dl_sync_push_dep",
+                                                "dl_sync_group_wait",
+                                                "dl_sync_tensor_wait",
+                                                "dl_sync_group_wait (event)",
+                                                "dl_sync_tensor_synchronize",
+                                                "dl_sync_group_wait (table)"};
   program_counts.mechanisms[mechanism]++;
   program_counts.consumer_kinds[o->consumer_kind]++;
   expect_status(w, names[mechanism], order(w, o, r, p, c, mechanism, want), want);
   call(w, was, NULL);
   if (want == DL_SYNC_OK) launch_read(w, r, c, capturing);
+}
+
+/* Whether leaving out the ordering of p before c leaves them unordered: the legacy stream
+   and a blocking stream are ordered by the runtime either way. */
+static int unordered_without(const world *w, stream_id p, stream_id c) {
+  if (same_stream(p, c)) return 0;
+  if (c.kind == LEGACY && blocking(w, p)) return 0;
+  return !(p.kind == LEGACY && blocking(w, c));
 }
 
 /* What the release must answer (dlsync/release.h, by this model): nothing read, now; read
@@ -462,7 +551,9 @@ static void release(world *w, const op *o) {
   r->released = 1;
   w->slot_record[o->slot] = -1;
   if (w->v == DELETER_NOT_RELEASE && want != DL_SYNC_RELEASED_NOW) {
-    w->freed_unordered[r->block] = 1; /* counted if the pool hands it out again */
+    /* counted if the pool hands it out again, unless the producer's stream is ordered
+       after the read anyway (the read ran on it, say: N0) */
+    w->freed_unordered[r->block] = !r->read || unordered_without(w, r->read_on, p);
     int was = call(w, CALL_DIRECT, r);
     r->managed.deleter(&r->managed);
     call(w, was, NULL);
@@ -475,64 +566,6 @@ static void release(world *w, const op *o) {
   if (want == DL_SYNC_RELEASE_DEFERRED && r->read_on.kind == EXPLICIT)
     w->last_deferred = (int)(r - w->records);
 }
-
-/* ---- exchange tables: each framework's, answering the stream it works on now ----------- */
-
-static world *table_world; /* the program running (one at a time) */
-
-static int current_work_stream(int f, DLDeviceType type, int32_t device, void **out) {
-  const world *w = table_world;
-  if (w->p->tables[f] == TABLE_STREAM_FAILS || device < 0 || device >= w->p->devices ||
-      (int32_t)type != w->device_type)
-    return -1;
-  *out = w->p->tables[f] == TABLE_NULL ? NULL : w->current[f][device];
-  return 0;
-}
-
-#define CURRENT_WORK_STREAM_OF(f)                                                     \
-  static int current_work_stream_##f(DLDeviceType type, int32_t device, void **out) { \
-    return current_work_stream(f, type, device, out);                                 \
-  }
-CURRENT_WORK_STREAM_OF(0)
-CURRENT_WORK_STREAM_OF(1)
-CURRENT_WORK_STREAM_OF(2)
-CURRENT_WORK_STREAM_OF(3)
-
-/* The producer's conversion: its tensor, owned by the caller from now on, ready on the
-   stream it works on now (the table's _NoSync contract). A producer that works on the
-   legacy stream makes that stream wait for a non-blocking stream it wrote on, with an
-   event of its own; the others now work on the stream the tensor was written on. */
-static int from_object(void *object, DLManagedTensorVersioned **out) {
-  tensor_record *r = object;
-  world *w = r->w;
-  switch (w->p->tables[r->framework]) {
-    case TABLE_CONVERSION_FAILS:
-      if (w->conversions_failed++ % 2 == 0) return -1;
-      *out = NULL; /* 0 and no tensor: the other way to fail */
-      return 0;
-    case TABLE_NULL:
-      if (w->p->non_blocking[r->framework][r->device][r->stream]) {
-        dl_sync_sim_event **event = &w->producer_events[r->framework][r->device];
-        void *written_on = w->streams[r->framework][r->device][r->stream];
-        int error = *event == NULL ? dl_sync_sim_event_create(event) : 0;
-        if (error == 0) error = dl_sync_sim_event_record(*event, written_on, 0);
-        if (error == 0) error = dl_sync_sim_stream_wait_event(DL_SYNC_SIM_STREAM_LEGACY, *event, 0);
-        if (error != 0) return -1;
-      }
-      break;
-    default:
-      w->current[r->framework][r->device] = w->streams[r->framework][r->device][r->stream];
-      break;
-  }
-  *out = &r->managed;
-  return 0;
-}
-
-static const DLPackExchangeAPI tables[MAX_FRAMEWORKS] = {
-    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_0},
-    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_1},
-    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_2},
-    {{{1, 3}, NULL}, NULL, from_object, NULL, NULL, current_work_stream_3}};
 
 /* The stream the producer's table names for r: where r is ready. */
 static stream_id table_stream(const world *w, const tensor_record *r) {
@@ -557,14 +590,6 @@ static int table_fails(const world *w, const tensor_record *r) {
 /* What the ordering of an import must answer: dl_sync_push_dep's capture table. */
 static int predicted_order(const world *w, stream_id p, stream_id c) {
   return same_stream(p, c) || capture_on(w, p) < 0 ? DL_SYNC_OK : DL_SYNC_ECAPTURE;
-}
-
-/* Whether leaving out the ordering of p before c leaves them unordered: the legacy stream
-   and a blocking stream are ordered by the runtime either way. */
-static int unordered_without(const world *w, stream_id p, stream_id c) {
-  if (same_stream(p, c)) return 0;
-  if (c.kind == LEGACY && blocking(w, p)) return 0;
-  return !(p.kind == LEGACY && blocking(w, c));
 }
 
 /* After an import that took r: the consumer's; a refused tensor went back to its producer
@@ -597,9 +622,35 @@ static tensor_record *second_import(world *w, const tensor_record *first) {
   return NULL;
 }
 
+/* N0: the consumer asks the producer's table for its stream and reads there, with no
+   ordering and no import (the tensor stays the producer's, read on its stream). A producer
+   on the legacy stream is left out: its tensor is ready there only after its conversion. */
+static void read_on_table_stream(world *w, tensor_record *r) {
+  int table = w->p->tables[r->framework];
+  if (table == TABLE_NULL) return;
+  stream_id p = explicit_stream(w, r->framework, r->device, r->stream);
+  w->current[r->framework][r->device] = p.handle; /* the producer works on it now */
+  dl_sync_sim_set_device(r->device);
+  dl_sync_stream answered;
+  int got = dl_sync_stream_from_exchange_api(&tables[r->framework],
+                                             (DLDevice){w->device_type, r->device}, &answered);
+  expect_status(w, "dl_sync_stream_from_exchange_api", got,
+                table == TABLE_STREAM_FAILS ? DL_SYNC_EBACKEND : DL_SYNC_OK);
+  program_counts.imports[IMPORT_N0]++;
+  if (got != DL_SYNC_OK) return;
+  if (answered.handle != p.handle)
+    failed(w, FAILURE_STATUS, "dl_sync_stream_from_exchange_api named %p, the table %p",
+           answered.handle, p.handle);
+  launch_read(w, r, p, capture_on(w, p));
+}
+
 static void import_tensor(world *w, const op *o) {
   tensor_record *r = slot_tensor(w, o->slot);
   if (!importable(w, r)) return;
+  if (o->mechanism == IMPORT_N0) {
+    read_on_table_stream(w, r);
+    return;
+  }
   stream_id c = consumer_stream(w, o, r->device);
   if (c.kind < 0) return;
   int capturing = capture_on(w, c);
@@ -609,7 +660,7 @@ static void import_tensor(world *w, const op *o) {
     count = 2;
   dl_sync_sim_set_device(r->device);
   dl_sync_stream consumer = view(w, r->device, c.handle);
-  program_counts.imports[o->mechanism == IMPORT_GROUPED]++;
+  program_counts.imports[o->mechanism]++;
   program_counts.imports_two_tensors += count == 2;
   dl_sync_group group;
   if (o->mechanism == IMPORT_GROUPED)

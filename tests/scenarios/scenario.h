@@ -60,7 +60,12 @@ enum { CONCURRENT_CAPTURE, CONCURRENT_DESTROY, CONCURRENT_KINDS };
 enum { CONCURRENT_QUIET = 2 }; /* a mode bit: no poll while the other thread acts */
 
 /* How an import is made (OP_IMPORT's mechanism). */
-enum { IMPORT_SINGLE, IMPORT_GROUPED };
+enum {
+  IMPORT_SINGLE,
+  IMPORT_GROUPED,
+  IMPORT_N0, /* no import: the read runs on the stream the table names (N0) */
+  IMPORT_KINDS
+};
 
 /* What a producer's exchange table answers (dlsync/exchange.h). */
 typedef enum table_kind {
@@ -76,6 +81,9 @@ typedef enum order_mechanism {
   BY_PUSH_DEP,
   BY_GROUP,
   BY_TENSOR_EVENT,
+  BY_GROUP_TENSOR, /* a group holding the tensor's event */
+  BY_HOST_WAIT,    /* the host waits for the tensor's event (dl_sync_tensor_synchronize) */
+  BY_GROUP_TABLE,  /* a group holding the producer's table (dl_sync_group_add_exchange_api) */
   MECHANISMS
 } order_mechanism;
 
@@ -156,7 +164,7 @@ typedef struct run_counts {
   long ops_given[OP_KINDS]; /* operations handed to a thread, by kind */
   long ops_made[OP_KINDS];  /* of those, made (the others' preconditions did not hold) */
   long mechanisms[MECHANISMS], consumer_kinds[CONSUMER_KINDS];
-  long imports[2], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
+  long imports[IMPORT_KINDS], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
   long concurrent[CONCURRENT_KINDS], concurrent_polls; /* made, and the polls they overlapped */
 } run_counts;
 extern run_counts program_counts;
@@ -174,6 +182,10 @@ typedef enum known_defect {
   /* issue 47, item 2: under HIP a release whose consumer stream was destroyed (its work
      done) is probed for ever and never finishes */
   DEFECT_HIP_DESTROYED_STREAM_RELEASE,
+  /* issue 47, "the producer stream for HIP's dl_sync_tensor_synchronize": under HIP it
+     synchronizes the tensor's event while the producer's stream captures, which breaks that
+     capture (and answers EBACKEND) */
+  DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE,
   KNOWN_DEFECTS
 } known_defect;
 extern int known_defect_open[KNOWN_DEFECTS];
