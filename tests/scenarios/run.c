@@ -63,6 +63,7 @@ typedef struct job {
   int32_t *words;
   int32_t value;
   int64_t *mismatches;
+  long slow_ns; /* a read that takes this long: its release waits meanwhile */
 } job;
 
 /* Which call a deleter may run in (dlsync/release.h, "Where deleters run"). */
@@ -166,6 +167,10 @@ static void write_kernel(void *arg) {
 
 static void read_kernel(void *arg) {
   const job *j = arg;
+  if (j->slow_ns > 0) {
+    struct timespec t = {0, j->slow_ns};
+    nanosleep(&t, NULL);
+  }
   for (int i = 0; i < WORDS; i++)
     if (__atomic_load_n(&j->words[i], __ATOMIC_RELAXED) != j->value + i)
       __atomic_fetch_add(j->mismatches, 1, __ATOMIC_RELAXED);
@@ -174,7 +179,7 @@ static void read_kernel(void *arg) {
 static job *new_job(world *w, int32_t *words, int32_t value, int64_t *mismatches) {
   if (w->job_count == JOBS) return NULL;
   job *j = &w->jobs[w->job_count++];
-  *j = (job){words, value, mismatches};
+  *j = (job){words, value, mismatches, 0};
   return j;
 }
 
@@ -463,6 +468,10 @@ static void launch_read(world *w, tensor_record *r, stream_id c, int capturing) 
   dl_sync_sim_access accesses[] = {{w->blocks[r->block], DL_SYNC_SIM_READ},
                                    {counter, DL_SYNC_SIM_READ | DL_SYNC_SIM_WRITE}};
   job *j = new_job(w, w->blocks[r->block], r->value, counter);
+  /* under HIP's rules a read in four is slow, so that its release still waits when another
+     thread begins a capture on its stream (OP_CONCURRENT) */
+  if (j != NULL && w->p->hip_rules && (w->p->seed + (uint64_t)w->read_count) % 4 == 0)
+    j->slow_ns = 400000;
   if (j == NULL || dl_sync_sim_launch(c.handle, "read", read_kernel, j, accesses, 2) != 0) {
     failed(w, FAILURE_SETUP, "the consumer's read could not be launched");
     return;
@@ -774,6 +783,8 @@ static void synchronize_devices(world *w) {
 
 /* ---- another thread, at a moment of its own, while this one polls --------------------- */
 
+enum { CONCURRENT_CAPTURES = 8 }; /* captures begun and ended in a row by the other thread */
+
 typedef struct disturbance {
   int what, device;
   dl_sync_sim_stream *stream;
@@ -796,15 +807,18 @@ static void *disturb(void *arg) {
   dl_sync_sim_set_device(d->device);
   pause_ns(d->delay_ns);
   if (d->what == CONCURRENT_CAPTURE) {
-    dl_sync_sim_graph *graph = NULL;
-    d->step = "beginning";
-    d->error = dl_sync_sim_stream_begin_capture(d->stream, DL_SYNC_SIM_CAPTURE_THREAD_LOCAL);
-    if (d->error == 0) {
-      pause_ns(d->delay_ns);
-      d->step = "ending";
-      d->error = dl_sync_sim_stream_end_capture(d->stream, &graph);
+    /* several captures in a row, each a moment long: more moments for a poll to meet */
+    for (int round = 0; round < CONCURRENT_CAPTURES && d->error == 0; round++) {
+      dl_sync_sim_graph *graph = NULL;
+      d->step = "beginning";
+      d->error = dl_sync_sim_stream_begin_capture(d->stream, DL_SYNC_SIM_CAPTURE_THREAD_LOCAL);
+      if (d->error == 0) {
+        pause_ns(d->delay_ns / CONCURRENT_CAPTURES);
+        d->step = "ending";
+        d->error = dl_sync_sim_stream_end_capture(d->stream, &graph);
+      }
+      if (graph != NULL) dl_sync_sim_graph_destroy(graph);
     }
-    if (graph != NULL) dl_sync_sim_graph_destroy(graph);
   } else {
     d->step = "synchronizing";
     d->error = dl_sync_sim_stream_synchronize(d->stream);
@@ -875,6 +889,8 @@ static void concurrent(world *w, const op *o) {
   call(w, was, NULL);
   dl_sync_sim_thread_join(thread, NULL);
   program_counts.concurrent[what]++;
+  program_counts.concurrent_on_deferred[what] +=
+      deferred != NULL && deferred->read_on.handle == handle && w->p->hip_rules;
   if (w->verbose)
     printf("    another thread %s stream %p (%s)\n",
            what == CONCURRENT_CAPTURE ? "began and ended a capture on" : "destroyed", handle,

@@ -166,6 +166,7 @@ typedef struct run_counts {
   long mechanisms[MECHANISMS], consumer_kinds[CONSUMER_KINDS];
   long imports[IMPORT_KINDS], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
   long concurrent[CONCURRENT_KINDS], concurrent_polls; /* made, and the polls they overlapped */
+  long concurrent_on_deferred[CONCURRENT_KINDS]; /* under HIP's rules, a release deferred there */
 } run_counts;
 extern run_counts program_counts;
 

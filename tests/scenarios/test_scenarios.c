@@ -224,8 +224,10 @@ static void print_kinds(void) {
     printf("%s %ld %s", t ? "," : "", c->import_tables[t], tables[t]);
   printf(
       "\nfrom another thread while one polled: %ld captures begun, %ld streams destroyed (%ld "
-      "polls overlapped them)\n",
-      c->concurrent[CONCURRENT_CAPTURE], c->concurrent[CONCURRENT_DESTROY], c->concurrent_polls);
+      "polls overlapped them; under HIP's rules with a release still deferred there: %ld "
+      "captures, %ld destroyed)\n",
+      c->concurrent[CONCURRENT_CAPTURE], c->concurrent[CONCURRENT_DESTROY], c->concurrent_polls,
+      c->concurrent_on_deferred[CONCURRENT_CAPTURE], c->concurrent_on_deferred[CONCURRENT_DESTROY]);
 }
 
 int main(int argc, char **argv) {
