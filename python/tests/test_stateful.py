@@ -2,14 +2,15 @@
 """The Python layer driven by random programs (hypothesis.stateful) on the simulated device:
 producers with an exchange table (table_producer.py) and with a __dlpack__ of their own
 (arrays.py) write on their streams; consumers import through the table and through
-__dlpack__ (dlsync.import_tensor), read on their own streams, release, drop capsules
-unreleased, try to release a capsule again, poll, turn the release thread on and off, and
-import from several threads at once. Every step runs on one of a few Python threads (each
+__dlpack__ (dlsync.import_tensor) or order several producers at once (dlsync.Group), read on
+their own streams, release, drop capsules unreleased, try to release or read a released
+capsule again, poll, turn the release thread on and off, and import from several threads at
+once. Every step runs on one of a few Python threads (each
 with its own current stream of the framework) under a time limit.
 
 Oracles, none of them dlsync's code: every value read is the value written (after a
-synchronize); the race checker finds nothing; a capsule is consumed once (a second release
-is a TypeError); each tensor a producer handed out is deleted exactly once, and nothing
+synchronize); the race checker finds nothing; a capsule is consumed once (a second release,
+or a read after the release, is a TypeError); each tensor a producer handed out is deleted exactly once, and nothing
 else; every array's reference count is back where it started; no step outlives its time
 limit (a deadlock). The control (the table's bare conversion in place of the import) must be
 caught.
@@ -224,6 +225,36 @@ if MISSING is None:
                 assert "not yet consumed" in str(error), str(error)
             else:
                 raise AssertionError("a capsule was released twice")
+            try:  # nor read again: its tensor may be gone
+                self.sim.copy(self.consumers[0], h.capsule, np.zeros(SIZE, np.uint8))
+            except TypeError as error:
+                assert "not yet consumed" in str(error), str(error)
+            else:
+                raise AssertionError("a released capsule was read")
+
+        @rule(picks=st.lists(st.integers(0, 1 << 16), min_size=1, max_size=3), consumer=st.integers(0, 1),
+              thread=st.integers(0, THREADS - 1))
+        def group(self, picks, consumer, thread):
+            """A call of several arguments: one group of their producers' streams, then reads
+            of their memory on the consumer's stream (no capsule: the arrays lend it)."""
+            if not self.arrays:
+                return
+            made("group")
+            stream = self.consumers[consumer]
+            chosen = [self.arrays[pick % len(self.arrays)] for pick in picks]
+
+            def action():
+                with dlsync.Group(CUDA, stream) as group:
+                    for p in chosen:
+                        group.add(p.stream)
+                seen = []
+                for p in chosen:
+                    seen.append(np.zeros(SIZE, np.uint8))
+                    self.sim.copy(stream, p.array.data, seen[-1])
+                return seen
+
+            seen = self.workers.run(thread, action, "a group's wait")
+            self.reads += [(buffer, p.value) for buffer, p in zip(seen, chosen)]
 
         @staticmethod
         def _release_stream(h, unread):
