@@ -238,6 +238,7 @@ void program_generate(program *p, uint64_t seed) {
   for (int f = 0; f < p->frameworks; f++) {
     p->participates[f] = (uint8_t)chance(&r, 50);
     p->records_events[f] = (uint8_t)chance(&r, 60);
+    p->legacy_tensors[f] = (uint8_t)chance(&r, 20);
     int table = below(&r, 100);
     p->tables[f] = (uint8_t)(table < 65   ? TABLE_CURRENT
                              : table < 85 ? TABLE_NULL

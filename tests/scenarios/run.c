@@ -39,6 +39,8 @@ typedef struct world world;
 
 typedef struct tensor_record {
   DLManagedTensorVersioned managed;
+  DLManagedTensor legacy; /* the tensor, for a producer of pre-1.0 tensors (is_legacy) */
+  int is_legacy;
   world *w;
   int framework, device, stream; /* produced and pooled on */
   int block;
@@ -248,8 +250,7 @@ static void pool_give(world *w, const tensor_record *r) {
    runs: a program thread's call that names deleters (a poll, shutdown, the release of this
    very tensor, a direct call), or dlsync's release thread; never another call, never a
    thread of the runtime's. */
-static void deleter(DLManagedTensorVersioned *t) {
-  tensor_record *r = (tensor_record *)((char *)t - offsetof(tensor_record, managed));
+static void deleted(tensor_record *r) {
   world *w = r->w;
   int allowed =
       here.program_thread
@@ -267,6 +268,52 @@ static void deleter(DLManagedTensorVersioned *t) {
   if (!here.program_thread)
     __atomic_fetch_add(&program_counts.deleters_on_release_thread, 1, __ATOMIC_RELAXED);
   if (atomic_fetch_add(&r->deleted, 1) == 0) pool_give(w, r);
+}
+
+static void deleter(DLManagedTensorVersioned *t) {
+  deleted((tensor_record *)((char *)t - offsetof(tensor_record, managed)));
+}
+
+static void legacy_deleter(DLManagedTensor *t) {
+  deleted((tensor_record *)((char *)t - offsetof(tensor_record, legacy)));
+}
+
+/* The tensor entry points, versioned or pre-1.0 (DLManagedTensor) as r's producer makes it. */
+static int tensor_record_reuse(tensor_record *r, dl_sync_stream producer, dl_sync_stream reuse) {
+  return r->is_legacy ? dl_sync_legacy_tensor_record_reuse(&r->legacy, producer, reuse)
+                      : dl_sync_tensor_record_reuse(&r->managed, producer, reuse);
+}
+
+static int tensor_record_event(tensor_record *r, dl_sync_stream producer) {
+  return r->is_legacy ? dl_sync_legacy_tensor_record(&r->legacy, producer)
+                      : dl_sync_tensor_record(&r->managed, producer);
+}
+
+static int tensor_wait(const tensor_record *r, dl_sync_stream consumer) {
+  return r->is_legacy ? dl_sync_legacy_tensor_wait(&r->legacy, consumer)
+                      : dl_sync_tensor_wait(&r->managed, consumer);
+}
+
+static int tensor_synchronize(const tensor_record *r) {
+  return r->is_legacy ? dl_sync_legacy_tensor_synchronize(&r->legacy)
+                      : dl_sync_tensor_synchronize(&r->managed);
+}
+
+static int group_add_tensor(dl_sync_group *group, const tensor_record *r) {
+  return r->is_legacy ? dl_sync_group_add_legacy_tensor(group, &r->legacy)
+                      : dl_sync_group_add_tensor(group, &r->managed);
+}
+
+static int tensor_release(tensor_record *r, dl_sync_stream consumer) {
+  return r->is_legacy ? dl_sync_legacy_tensor_release(&r->legacy, consumer)
+                      : dl_sync_tensor_release(&r->managed, consumer);
+}
+
+static void tensor_delete(tensor_record *r) {
+  if (r->is_legacy)
+    r->legacy.deleter(&r->legacy);
+  else
+    r->managed.deleter(&r->managed);
 }
 
 static int call(world *w, int kind, const tensor_record *tensor) {
@@ -300,6 +347,10 @@ static void produce(world *w, const op *o) {
                        .read_capture = -1};
   r->managed = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = deleter};
   r->managed.dl_tensor.device = (DLDevice){w->device_type, o->device};
+  r->is_legacy = w->p->legacy_tensors[o->framework];
+  program_counts.legacy_tensors += r->is_legacy;
+  r->legacy = (DLManagedTensor){.deleter = legacy_deleter};
+  r->legacy.dl_tensor.device = r->managed.dl_tensor.device;
   dl_sync_sim_set_device(o->device);
   dl_sync_sim_access access = {w->blocks[block], DL_SYNC_SIM_WRITE};
   job *j = new_job(w, w->blocks[block], r->value, NULL);
@@ -311,14 +362,14 @@ static void produce(world *w, const op *o) {
   w->slot_record[o->slot] = (int)(r - w->records);
   int was = call(w, CALL_OTHER, NULL);
   if (w->p->participates[o->framework]) {
-    expect_status(w, "dl_sync_tensor_record_reuse",
-                  dl_sync_tensor_record_reuse(&r->managed, view(w, o->device, s.handle),
-                                              view(w, o->device, s.handle)),
-                  DL_SYNC_OK);
+    expect_status(
+        w, "dl_sync_tensor_record_reuse",
+        tensor_record_reuse(r, view(w, o->device, s.handle), view(w, o->device, s.handle)),
+        DL_SYNC_OK);
     r->has_event = 1;
   } else if (w->p->records_events[o->framework]) {
-    expect_status(w, "dl_sync_tensor_record",
-                  dl_sync_tensor_record(&r->managed, view(w, o->device, s.handle)), DL_SYNC_OK);
+    expect_status(w, "dl_sync_tensor_record", tensor_record_event(r, view(w, o->device, s.handle)),
+                  DL_SYNC_OK);
     r->has_event = 1;
   }
   call(w, was, NULL);
@@ -447,7 +498,7 @@ static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id
       dl_sync_group group;
       int status = dl_sync_group_init(&group, view(w, device, c.handle));
       if (status == DL_SYNC_OK)
-        status = mechanism == BY_GROUP_TENSOR ? dl_sync_group_add_tensor(&group, &r->managed)
+        status = mechanism == BY_GROUP_TENSOR ? group_add_tensor(&group, r)
                  : mechanism == BY_GROUP_TABLE
                      ? dl_sync_group_add_exchange_api(&group, &tables[r->framework],
                                                       (DLDevice){w->device_type, device})
@@ -455,9 +506,9 @@ static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id
       return status == DL_SYNC_OK ? dl_sync_group_wait(&group) : status;
     }
     case BY_HOST_WAIT:
-      return dl_sync_tensor_synchronize(&r->managed);
+      return tensor_synchronize(r);
     default:
-      return dl_sync_tensor_wait(&r->managed, view(w, device, c.handle));
+      return tensor_wait(r, view(w, device, c.handle));
   }
 }
 
@@ -564,13 +615,12 @@ static void release(world *w, const op *o) {
        after the read anyway (the read ran on it, say: N0) */
     w->freed_unordered[r->block] = !r->read || unordered_without(w, r->read_on, p);
     int was = call(w, CALL_DIRECT, r);
-    r->managed.deleter(&r->managed);
+    tensor_delete(r);
     call(w, was, NULL);
     return;
   }
   int was = call(w, CALL_RELEASE, r);
-  expect_status(w, "dl_sync_tensor_release",
-                dl_sync_tensor_release(&r->managed, view(w, r->device, handle)), want);
+  expect_status(w, "dl_sync_tensor_release", tensor_release(r, view(w, r->device, handle)), want);
   call(w, was, NULL);
   if (want == DL_SYNC_RELEASE_DEFERRED && r->read_on.kind == EXPLICIT)
     w->last_deferred = (int)(r - w->records);
@@ -586,7 +636,8 @@ static stream_id table_stream(const world *w, const tensor_record *r) {
 /* Whether r can be imported: the producer's, not read, and (for a producer on the legacy
    stream, whose conversion records on the stream it wrote on) that stream not capturing. */
 static int importable(const world *w, const tensor_record *r) {
-  if (r == NULL || r->read || r->imported) return 0;
+  /* a table hands out versioned tensors only */
+  if (r == NULL || r->read || r->imported || r->is_legacy) return 0;
   return w->p->tables[r->framework] != TABLE_NULL ||
          capture_on(w, explicit_stream(w, r->framework, r->device, r->stream)) < 0;
 }
@@ -985,7 +1036,14 @@ static void run_op_kind(world *w, const op *o) {
       break;
     }
     case OP_HOST_SYNC:
-      if (!any_capture_open(w)) synchronize_devices(w);
+      if (!any_capture_open(w)) {
+        synchronize_devices(w);
+        /* every read done and the host after it: a block the control gave back early is
+           safe to hand out now */
+        pthread_mutex_lock(&w->pool_lock);
+        memset(w->freed_unordered, 0, sizeof w->freed_unordered);
+        pthread_mutex_unlock(&w->pool_lock);
+      }
       program_counts.host_syncs++;
       break;
     case OP_SHUTDOWN:
@@ -1110,10 +1168,9 @@ static void cleanup(world *w) {
     if (r->released) continue;
     r->released = 1;
     int was = call(w, CALL_RELEASE, r);
-    expect_status(
-        w, "dl_sync_tensor_release (clean-up)",
-        dl_sync_tensor_release(&r->managed, view(w, r->device, DL_SYNC_STREAM_NOTHING_PENDING)),
-        DL_SYNC_RELEASED_NOW);
+    expect_status(w, "dl_sync_tensor_release (clean-up)",
+                  tensor_release(r, view(w, r->device, DL_SYNC_STREAM_NOTHING_PENDING)),
+                  DL_SYNC_RELEASED_NOW);
     call(w, was, NULL);
   }
   dl_sync_release_thread_stop(); /* a poll of its own, under way, finishes first */

@@ -119,6 +119,7 @@ typedef struct program {
   uint8_t participates[MAX_FRAMEWORKS];   /* names its reuse stream */
   uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
   uint8_t tables[MAX_FRAMEWORKS];         /* its exchange table: table_kind */
+  uint8_t legacy_tensors[MAX_FRAMEWORKS]; /* makes pre-1.0 tensors (DLManagedTensor) */
   uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
   int op_count;
   op ops[MAX_OPS];
@@ -167,6 +168,7 @@ typedef struct run_counts {
   long imports[IMPORT_KINDS], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
   long concurrent[CONCURRENT_KINDS], concurrent_polls; /* made, and the polls they overlapped */
   long concurrent_on_deferred[CONCURRENT_KINDS]; /* under HIP's rules, a release deferred there */
+  long legacy_tensors;                           /* tensors made as DLManagedTensor (pre-1.0) */
 } run_counts;
 extern run_counts program_counts;
 

@@ -46,6 +46,8 @@ void program_print_c(const program *p, variant v, FILE *out) {
           p->records_events[1], p->records_events[2], p->records_events[3]);
   fprintf(out, "      .tables = {%d, %d, %d, %d},\n", p->tables[0], p->tables[1], p->tables[2],
           p->tables[3]);
+  fprintf(out, "      .legacy_tensors = {%d, %d, %d, %d},\n", p->legacy_tensors[0],
+          p->legacy_tensors[1], p->legacy_tensors[2], p->legacy_tensors[3]);
   fprintf(out, "      .non_blocking = {");
   for (int f = 0; f < MAX_FRAMEWORKS; f++)
     fprintf(out, "%s{{%d, %d}, {%d, %d}}", f ? ", " : "", p->non_blocking[f][0][0],

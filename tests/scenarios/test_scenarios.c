@@ -212,6 +212,7 @@ static int run_controls(uint64_t first, int programs) {
 /* How many operations of each kind ran, and of the orderings and imports. */
 static void print_kinds(void) {
   const run_counts *c = &program_counts;
+  printf("tensors made as DLManagedTensor (pre-1.0): %ld\n", c->legacy_tensors);
   printf("operations (made / given; the others' preconditions did not hold):");
   for (int k = 0; k < OP_KINDS; k++)
     printf("%s %s %ld/%ld", k ? "," : "", op_kind_name(k) + 3, c->ops_made[k], c->ops_given[k]);
