@@ -235,6 +235,7 @@ void program_generate(program *p, uint64_t seed) {
   p->devices = (uint8_t)(1 + below(&r, MAX_DEVICES));
   p->rocm = (uint8_t)chance(&r, 25);
   p->hip_rules = (uint8_t)(p->rocm && chance(&r, 70));
+  p->none_is_no_sync = (uint8_t)chance(&r, 30);
   for (int f = 0; f < p->frameworks; f++) {
     p->participates[f] = (uint8_t)chance(&r, 50);
     p->records_events[f] = (uint8_t)chance(&r, 60);

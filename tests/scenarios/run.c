@@ -49,7 +49,8 @@ typedef struct tensor_record {
   int read, read_capture; /* read once; in which capture (-1: none) */
   stream_id read_on;
   int released;
-  int imported; /* taken through its producer's table: the consumer's now */
+  int imported;        /* taken through its producer's table: the consumer's now */
+  long syncs_at_write; /* host synchronizations made before its write (world.syncs) */
   atomic_int deleted;
 } tensor_record;
 
@@ -118,6 +119,7 @@ struct world {
   int conversions_failed;
   long acts;         /* dlsync and runtime calls made: an operation that made none was skipped */
   int last_deferred; /* the record of the latest release deferred onto an explicit stream */
+  atomic_long syncs; /* host synchronizations of a stream or device made so far */
 };
 
 static _Thread_local struct {
@@ -344,6 +346,7 @@ static void produce(world *w, const op *o) {
                        .stream = o->stream,
                        .block = block,
                        .value = 1000 * (w->op_index + 1),
+                       .syncs_at_write = atomic_load(&w->syncs),
                        .read_capture = -1};
   r->managed = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = deleter};
   r->managed.dl_tensor.device = (DLDevice){w->device_type, o->device};
@@ -476,6 +479,15 @@ static int predicted(const world *w, const op *o, stream_id p, stream_id c, int 
   return capture_on(w, p) >= 0 ? DL_SYNC_ECAPTURE : DL_SYNC_OK;
 }
 
+/* stream=None while the producer's stream captures, under DL_SYNC_CAPTURE_NONE_IS_NO_SYNC:
+   no sync (dlsync/dep.h), where the strict policy refuses. The consumer then reads nothing
+   here (with no ordering its read would race: the policy is the consumer's word that it
+   needs none). */
+static int none_is_no_sync(const world *w, const op *o, stream_id p, int mechanism) {
+  return w->p->none_is_no_sync && mechanism == BY_EXPORT && o->consumer_kind == ON_LEGACY &&
+         o->name_legacy_by_none && capture_on(w, p) >= 0;
+}
+
 static int order(world *w, const op *o, tensor_record *r, stream_id p, stream_id c, int mechanism,
                  int want) {
   int device = r->device;
@@ -545,6 +557,7 @@ static void consume(world *w, const op *o) {
      between: one read per tensor, on one stream, in one place */
   if (r->read && capturing != r->read_capture) return;
   dl_sync_sim_set_device(r->device);
+  if (o->consumer_kind == NO_SYNC) atomic_fetch_add(&w->syncs, 1);
   if (o->consumer_kind == NO_SYNC && dl_sync_sim_stream_synchronize(p.handle) != 0) {
     failed(w, FAILURE_SETUP, "the consumer's synchronization of the producer's stream failed");
     return;
@@ -564,6 +577,19 @@ static void consume(world *w, const op *o) {
   int want = predicted(
       w, o, p, c,
       mechanism == BY_TENSOR_EVENT || mechanism == BY_GROUP_TENSOR || mechanism == BY_HOST_WAIT);
+  int no_sync_by_policy = none_is_no_sync(w, o, p, mechanism);
+  if (no_sync_by_policy) want = DL_SYNC_OK;
+  program_counts.none_no_sync += no_sync_by_policy;
+  /* whether the export calls the runtime: not for -1, a refused argument or the producer's
+     own stream; yes where it orders two streams, no capture in the way (dlsync/dep.h) */
+  if (mechanism == BY_EXPORT && !any_capture_open(w)) {
+    int calls = dl_sync_export_calls_runtime(view(w, r->device, p.handle), argument_for(w, o, c));
+    int want_calls =
+        o->consumer_kind != NO_SYNC && o->consumer_kind != BAD_ARGUMENT && !same_stream(p, c);
+    if (calls != want_calls)
+      failed(w, FAILURE_STATUS, "dl_sync_export_calls_runtime answered %d, expected %d", calls,
+             want_calls);
+  }
   int was = call(w, CALL_OTHER, NULL);
   static const char *const names[MECHANISMS] = {"dl_sync_export",
                                                 "dl_sync_push_dep",
@@ -576,7 +602,7 @@ static void consume(world *w, const op *o) {
   program_counts.consumer_kinds[o->consumer_kind]++;
   expect_status(w, names[mechanism], order(w, o, r, p, c, mechanism, want), want);
   call(w, was, NULL);
-  if (want == DL_SYNC_OK) launch_read(w, r, c, capturing);
+  if (want == DL_SYNC_OK && !no_sync_by_policy) launch_read(w, r, c, capturing);
 }
 
 /* Whether leaving out the ordering of p before c leaves them unordered: the legacy stream
@@ -735,11 +761,21 @@ static void import_tensor(world *w, const op *o) {
                : o->mechanism == IMPORT_GROUPED ? DL_SYNC_OK
                                                 : predicted_order(w, p, c);
     if (want == DL_SYNC_OK && predicted_order(w, p, c) != DL_SYNC_OK) want_wait = DL_SYNC_ECAPTURE;
+    if (w->verbose)
+      printf("    import of op %d's tensor (table %d) from stream %p (kind %d) to %p (kind %d)%s\n",
+             (int)(t - w->records), w->p->tables[t->framework], p.handle, p.kind, c.handle, c.kind,
+             capturing >= 0 ? ", captured" : "");
     DLManagedTensorVersioned *out = NULL;
     int was = call(w, CALL_IMPORT, t);
     int got;
     if (w->v == BARE_CONVERSION && want == DL_SYNC_OK && predicted_order(w, p, c) == DL_SYNC_OK) {
-      w->result.affected += unordered_without(w, p, c);
+      /* counted where nothing else orders the read after the write: not a read on the
+         stream written on (or one the runtime orders after it), nor a read captured into a
+         graph (it runs at the launches, after later host synchronizations maybe), nor a
+         write a host synchronization already waited for */
+      stream_id written_on = explicit_stream(w, t->framework, t->device, t->stream);
+      w->result.affected += unordered_without(w, p, c) && unordered_without(w, written_on, c) &&
+                            capturing < 0 && atomic_load(&w->syncs) == t->syncs_at_write;
       got = tables[t->framework].managed_tensor_from_py_object_no_sync(t, &out);
     } else if (o->mechanism == IMPORT_GROUPED) {
       got = dl_sync_group_add_exchange_import(&group, &tables[t->framework], t, &out);
@@ -813,6 +849,7 @@ static void graph_destroy(world *w, int index, int force) {
   dl_sync_sim_set_device(c->device);
   w->acts++;
   int was = call(w, CALL_RUNTIME, NULL); /* no deleter runs on the runtime's side */
+  atomic_fetch_add(&w->syncs, 1);
   int error = dl_sync_sim_stream_synchronize(c->stream);
   if (c->exec != NULL && error == 0) error = dl_sync_sim_graph_exec_destroy(c->exec);
   if (error == 0) error = dl_sync_sim_graph_destroy(c->graph);
@@ -826,6 +863,7 @@ static void synchronize_devices(world *w) {
   w->acts++;
   for (int d = 0; d < w->p->devices; d++) {
     dl_sync_sim_set_device(d);
+    atomic_fetch_add(&w->syncs, 1);
     int error = dl_sync_sim_device_synchronize();
     if (error != 0)
       failed(w, FAILURE_SETUP, "synchronizing device %d: %s", d, dl_sync_sim_error_name(error));
@@ -837,6 +875,7 @@ static void synchronize_devices(world *w) {
 enum { CONCURRENT_CAPTURES = 8 }; /* captures begun and ended in a row by the other thread */
 
 typedef struct disturbance {
+  atomic_long *syncs; /* the world's count of host synchronizations */
   int what, device;
   dl_sync_sim_stream *stream;
   long delay_ns;
@@ -872,6 +911,7 @@ static void *disturb(void *arg) {
     }
   } else {
     d->step = "synchronizing";
+    atomic_fetch_add(d->syncs, 1);
     d->error = dl_sync_sim_stream_synchronize(d->stream);
     d->step = "destroying";
     if (d->error == 0) d->error = dl_sync_sim_stream_destroy(d->stream);
@@ -921,6 +961,7 @@ static void concurrent(world *w, const op *o) {
   /* a blocking stream's capture would make the legacy stream's use by another an error */
   if (what == CONCURRENT_CAPTURE && !w->p->non_blocking[f][dev][i]) return;
   disturbance other = {
+      .syncs = &w->syncs,
       .what = what,
       .device = dev,
       .stream = handle,
@@ -1227,6 +1268,9 @@ static void world_start(world *w, const program *p, variant v, int verbose) {
   dl_sync_set_backend(kDLROCM, dl_sync_sim_backend());
   dl_sync_sim_set_query_rules(p->hip_rules ? DL_SYNC_SIM_QUERY_RULES_HIP
                                            : DL_SYNC_SIM_QUERY_RULES_CUDA);
+  if (dl_sync_set_capture_policy(p->none_is_no_sync ? DL_SYNC_CAPTURE_NONE_IS_NO_SYNC
+                                                    : DL_SYNC_CAPTURE_STRICT) != DL_SYNC_OK)
+    failed(w, FAILURE_SETUP, "could not set the capture policy");
   dl_sync_sim_set_jitter(p->seed, 20);
   for (int f = 0; f < p->frameworks; f++)
     for (int d = 0; d < p->devices; d++)
@@ -1280,6 +1324,7 @@ verdict program_run(const program *p, variant v, int verbose) {
   verdict result = w->result;
   dl_sync_sim_reset();
   dl_sync_shutdown();
+  dl_sync_set_capture_policy(DL_SYNC_CAPTURE_STRICT); /* the process's default again */
   free(w);
   return result;
 }

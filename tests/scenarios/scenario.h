@@ -120,6 +120,7 @@ typedef struct program {
   uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
   uint8_t tables[MAX_FRAMEWORKS];         /* its exchange table: table_kind */
   uint8_t legacy_tensors[MAX_FRAMEWORKS]; /* makes pre-1.0 tensors (DLManagedTensor) */
+  uint8_t none_is_no_sync; /* the capture policy DL_SYNC_CAPTURE_NONE_IS_NO_SYNC (else strict) */
   uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
   int op_count;
   op ops[MAX_OPS];
@@ -169,6 +170,7 @@ typedef struct run_counts {
   long concurrent[CONCURRENT_KINDS], concurrent_polls; /* made, and the polls they overlapped */
   long concurrent_on_deferred[CONCURRENT_KINDS]; /* under HIP's rules, a release deferred there */
   long legacy_tensors;                           /* tensors made as DLManagedTensor (pre-1.0) */
+  long none_no_sync; /* stream=None during the producer's capture, no sync by the policy */
 } run_counts;
 extern run_counts program_counts;
 

@@ -39,7 +39,8 @@ void program_print_c(const program *p, variant v, FILE *out) {
   fprintf(out, "  static const program p = {\n");
   fprintf(out, "      .seed = %llu, .frameworks = %d, .threads = %d, .devices = %d,\n",
           (unsigned long long)p->seed, p->frameworks, p->threads, p->devices);
-  fprintf(out, "      .rocm = %d, .hip_rules = %d,\n", p->rocm, p->hip_rules);
+  fprintf(out, "      .rocm = %d, .hip_rules = %d, .none_is_no_sync = %d,\n", p->rocm, p->hip_rules,
+          p->none_is_no_sync);
   fprintf(out, "      .participates = {%d, %d, %d, %d},\n", p->participates[0], p->participates[1],
           p->participates[2], p->participates[3]);
   fprintf(out, "      .records_events = {%d, %d, %d, %d},\n", p->records_events[0],

@@ -4,7 +4,8 @@
  * Whole programs at random (scenario.h), judged by oracles that share no code with dlsync:
  *   test_scenarios                  a fixed set of seeds, then the negative controls
  *   test_scenarios --seconds N      random seeds for N seconds (local and nightly runs)
- *   test_scenarios --seed S         one program, its operations printed
+ *   test_scenarios --seed S         one program, its operations printed (--variant V
+ *                                   first: under control V, 1-4)
  *   test_scenarios --programs N --first S --controls K   the fixed set's size
  *   test_scenarios --with-known-defects ...   also the programs that meet a known defect
  *                                             (scenario.h, known_defect)
@@ -212,7 +213,10 @@ static int run_controls(uint64_t first, int programs) {
 /* How many operations of each kind ran, and of the orderings and imports. */
 static void print_kinds(void) {
   const run_counts *c = &program_counts;
-  printf("tensors made as DLManagedTensor (pre-1.0): %ld\n", c->legacy_tensors);
+  printf(
+      "tensors made as DLManagedTensor (pre-1.0): %ld; stream=None during the producer's "
+      "capture made no sync by the capture policy: %ld\n",
+      c->legacy_tensors, c->none_no_sync);
   printf("operations (made / given; the others' preconditions did not hold):");
   for (int k = 0; k < OP_KINDS; k++)
     printf("%s %s %ld/%ld", k ? "," : "", op_kind_name(k) + 3, c->ops_made[k], c->ops_given[k]);
@@ -256,6 +260,7 @@ int main(int argc, char **argv) {
 #endif
   uint64_t first = 1;
   double seconds = 0;
+  int variant_wanted = WITH_DLSYNC;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--with-known-defects") == 0) {
       memset(known_defect_open, 0, sizeof known_defect_open);
@@ -266,10 +271,14 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--first") == 0) first = strtoull(argv[i + 1], NULL, 10);
     if (strcmp(argv[i], "--controls") == 0) controls = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--seconds") == 0) seconds = atof(argv[i + 1]);
+    if (strcmp(argv[i], "--variant") == 0) variant_wanted = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--seed") == 0) {
       static program p;
       program_generate(&p, strtoull(argv[i + 1], NULL, 10));
-      verdict r = program_run(&p, WITH_DLSYNC, 1);
+      verdict r = program_run(&p, (variant)variant_wanted, 1);
+      if (variant_wanted != WITH_DLSYNC)
+        printf("control %d: %d operations changed, %llu races, %lld wrong values\n", variant_wanted,
+               r.affected, (unsigned long long)r.races, (long long)r.mismatches);
       printf("%s\n", r.failed ? r.why : "passed");
       return r.failed;
     }
