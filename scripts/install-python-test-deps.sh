@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the PyPI packages whose DLPack exchange tables the Python suites test
-# (python/tests/test_exchange_tables.py), pinned, into FOLDER (default build/pypi-site),
+# (python/tests/test_exchange_tables.py), and hypothesis for the stateful property test
+# (python/tests/test_stateful.py), pinned, into FOLDER (default build/pypi-site),
 # for the interpreter the build tests with (PYTHON, default /usr/bin/python3): wheels only,
 # each package without its dependencies but those listed here, so that what is downloaded
 # stays bounded and Debian's own packages (numpy, torch 1.13) are left as they are. The
@@ -25,6 +26,8 @@ pinned=(
   cuda-core==1.2.2
   cuda-bindings==13.5.0 # cuda.core imports it; the driver is loaded only when used
   cuda-pathfinder==1.9.1
+  hypothesis==6.170.27 # python/tests/test_stateful.py
+  sortedcontainers==2.4.0 # hypothesis needs it
 )
 peers=(torch==2.15.0 "jax[cpu]==0.10.2" numpy==2.4.6)
 

@@ -103,6 +103,10 @@ for target in stream_arg exchange tensor_events tensor_recognition; do
   rm -rf "$scratch"
 done
 
+# Random whole programs on new seeds (tests/scenarios): a failing one prints its seed.
+echo "== random programs for ${DL_SYNC_SCENARIO_SECONDS:=60} s"
+build/ci-gcc/tests/test_scenarios --seconds "$DL_SYNC_SCENARIO_SECONDS"
+
 echo "== valgrind memcheck: unit suites"
 for t in $(ctest --test-dir build/ci-gcc -L unit -N | sed -n 's/^ *Test *#[0-9]*: //p'); do
   exe=$(find build/ci-gcc/tests -maxdepth 1 -name "test_$t" -type f | head -n 1)

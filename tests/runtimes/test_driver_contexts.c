@@ -11,9 +11,12 @@
  * consumer capturing or not, for dl_sync_export, dl_sync_push_dep, per-tensor events and
  * dependency groups. The oracle below says from cuda.h's sentences on which stream, in
  * which context, each record and wait must land; the fake's log of records and waits is
- * checked against it, as are the caller's context afterwards and the handles used. The
- * suite runs under both readings of whether a green context's events may record on its
- * primary context's streams (FAKE_CUDA_GREEN_EVENT_RULE, fake_cuda_driver.c).
+ * checked against it, as are the caller's context afterwards and the handles used. The same
+ * cases then run in a random order on three threads with nothing reset between them (the
+ * pools, the threads' caches and the contexts' events carried over), under the same
+ * oracle, among tensors whose event one step records and later steps, with other callers
+ * on other threads, wait on. The suite runs under both readings of whether a green context's events
+ * may record on its primary context's streams (FAKE_CUDA_GREEN_EVENT_RULE, fake_cuda_driver.c).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -526,6 +529,180 @@ static void test_every_combination_lands_where_cuda_h_says(void **state) {
             }
           }
   print_message("%ld combinations, %ld failed\n", cases, failed);
+  assert_int_equal(failed, 0);
+}
+
+/* ---- random sequences: what lands where does not depend on what came before -------- */
+
+/* The cases of the combinatorial test in a random order, each on one of a few threads,
+   with nothing reset between them: the pools, the threads' caches and the contexts' events
+   carry from case to case and from thread to thread. Each case is checked as check() does
+   (its pool warmed by one run of the case first), against the same oracle. Between them,
+   tensors whose event is recorded in one step (a caller, a thread) and waited on in later
+   ones (other callers, other threads): the record lands on the producer's stream in its
+   context, each wait on the consumer's in its own, whatever the caller's. */
+enum {
+  SEQUENCE_THREADS = 3,
+  SEQUENCE_STEPS = 900,
+  SEQUENCE_MAX_CASES = 20000,
+  SEQUENCE_TENSORS = 4
+};
+
+typedef struct tensor_step {
+  int action; /* TENSOR_RECORD, TENSOR_WAIT, TENSOR_DROP */
+  int slot, caller;
+  named stream;
+} tensor_step;
+enum { TENSOR_RECORD, TENSOR_WAIT, TENSOR_DROP };
+
+static DLManagedTensorVersioned sequence_tensors[SEQUENCE_TENSORS];
+static int tensor_recorded[SEQUENCE_TENSORS];
+static long tensor_steps[3];
+
+static void fresh_tensor(int slot) {
+  sequence_tensors[slot] = (DLManagedTensorVersioned){.version = {1, 3}, .deleter = tensor_deleter};
+  tensor_recorded[slot] = 0;
+}
+
+/* One step of a tensor's; returns 1 when it held, else prints why. */
+static int check_tensor_step(const tensor_step *step) {
+  DLManagedTensorVersioned *tensor = &sequence_tensors[step->slot];
+  if (step->action == TENSOR_DROP) {
+    set_caller(step->caller);
+    tensor->deleter(tensor); /* dlsync's, after a record: the event goes back */
+    drain();
+    fresh_tensor(step->slot);
+    return current() == (step->caller == NONE ? NULL : contexts[step->caller]);
+  }
+  int record = step->action == TENSOR_RECORD;
+  if (record) { /* a green context's pool, warmed where it is current (as check() does) */
+    warm_green_pool(&step->stream);
+    tensor->dl_tensor.device = (DLDevice){kDLCUDA, step->stream.device};
+  }
+  set_caller(step->caller);
+  log_fn log = (log_fn)sym("fake_cuda_log");
+  log(-1, NULL, NULL, NULL);
+  int status = record ? dl_sync_tensor_record(tensor, view(&step->stream))
+                      : dl_sync_tensor_wait(tensor, view(&step->stream));
+  expected_call got[8];
+  int got_count = 0, kind;
+  void *context, *stream;
+  for (int op; (op = log(got_count, &kind, &context, &stream)) > 0 && got_count < 8; got_count++)
+    got[got_count] = (expected_call){(char)op, kind, caller_of(context)};
+  drain();
+  int refused = per_thread_of_green(&step->stream, step->caller);
+  int want_status = refused ? DL_SYNC_EINVAL : DL_SYNC_OK;
+  expected_call want = {record ? 'r' : 'w', step->stream.kind,
+                        oracle_context(&step->stream, step->caller)};
+  int held = status == want_status && got_count == !refused &&
+             (refused || (got[0].op == want.op && got[0].kind == want.kind &&
+                          got[0].context == want.context)) &&
+             current() == (step->caller == NONE ? NULL : contexts[step->caller]);
+  if (record && status == DL_SYNC_OK) tensor_recorded[step->slot] = 1;
+  if (held) return 1;
+  char got_text[200], want_text[200];
+  format_calls(got, got_count, got_text, sizeof got_text);
+  format_calls(&want, !refused, want_text, sizeof want_text);
+  print_error(
+      "tensor %d: %s on %s, caller %s:\n  status %s (expected %s)\n  made %s\n"
+      "  expected %s\n",
+      step->slot, record ? "record" : "wait", step->stream.name,
+      step->caller == NONE ? "none" : context_names[step->caller], dl_sync_status_name(status),
+      dl_sync_status_name(want_status), got_text, want_text);
+  return 0;
+}
+
+typedef struct sequence_worker {
+  phases steps;
+  const scenario *next;         /* a case, or */
+  const tensor_step *next_step; /* a tensor's step; both NULL: stop */
+  int held;
+  pthread_t thread;
+} sequence_worker;
+
+static void *sequence_thread(void *arg) {
+  sequence_worker *worker = arg;
+  for (int phase = 1;; phase++) {
+    phases_await(&worker->steps, phase);
+    const scenario *sc = worker->next;
+    const tensor_step *step = worker->next_step;
+    if (sc != NULL) worker->held = check(sc);
+    if (step != NULL) worker->held = check_tensor_step(step);
+    set_caller(NONE); /* a green context is current on one thread at a time (cuda.h) */
+    phases_done(&worker->steps, phase);
+    if (sc == NULL && step == NULL) return NULL;
+  }
+}
+
+static uint64_t splitmix(uint64_t *state) {
+  uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static void test_random_sequences_on_threads_land_where_cuda_h_says(void **state) {
+  (void)state;
+  named all[16];
+  int n = named_streams(all);
+  static scenario cases[SEQUENCE_MAX_CASES];
+  int total = 0;
+  for (int op = 0; op < OPS; op++)
+    for (int caller = NONE; caller < context_count; caller++)
+      for (int p = 0; p < n; p++)
+        for (int capture = 0; capture < 2; capture++) {
+          scenario base = {
+              .op = op, .caller = caller, .warm = 1, .capture = capture, .producer = all[p]};
+          scenario list[16];
+          int count = consumers(&base, all, n, list);
+          for (int i = 0; i < count && total < SEQUENCE_MAX_CASES; i++) {
+            if (capture && list[i].consumer.kind == LEGACY) continue;
+            if (capture && per_thread_of_green(&list[i].consumer, caller)) continue;
+            if (capture && same_stream(&list[i].producer, &list[i].consumer, caller)) continue;
+            cases[total++] = list[i];
+          }
+        }
+  for (int slot = 0; slot < SEQUENCE_TENSORS; slot++) fresh_tensor(slot);
+  sequence_worker workers[SEQUENCE_THREADS];
+  int phase[SEQUENCE_THREADS] = {0};
+  for (int t = 0; t < SEQUENCE_THREADS; t++) {
+    workers[t] = (sequence_worker){.steps = PHASES_INIT};
+    assert_int_equal(pthread_create(&workers[t].thread, NULL, sequence_thread, &workers[t]), 0);
+  }
+  uint64_t seed = UINT64_C(0x5eed) + (uint64_t)driver_version;
+  long failed = 0;
+  int ran = 0, cases_ran = 0;
+  for (; ran < SEQUENCE_STEPS && failed < 20; ran++) {
+    int t = (int)(splitmix(&seed) % SEQUENCE_THREADS);
+    uint64_t roll = splitmix(&seed);
+    tensor_step step = {.slot = (int)(roll / 16 % SEQUENCE_TENSORS),
+                        .caller = (int)(roll / 64 % (uint64_t)(context_count + 1)) - 1,
+                        .stream = all[roll / 1024 % (uint64_t)n]};
+    step.action = !tensor_recorded[step.slot] ? TENSOR_RECORD
+                  : roll / 65536 % 4 == 0     ? TENSOR_DROP
+                                              : TENSOR_WAIT;
+    int tensor = roll % 3 == 0;
+    workers[t].next = tensor ? NULL : &cases[splitmix(&seed) % (uint64_t)total];
+    workers[t].next_step = tensor ? &step : NULL;
+    phases_tell(&workers[t].steps, ++phase[t]);
+    failed += !workers[t].held;
+    cases_ran += !tensor;
+    tensor_steps[step.action] += tensor;
+  }
+  for (int t = 0; t < SEQUENCE_THREADS; t++) {
+    workers[t].next = NULL;
+    workers[t].next_step = NULL;
+    phases_tell(&workers[t].steps, ++phase[t]);
+    pthread_join(workers[t].thread, NULL);
+  }
+  for (int slot = 0; slot < SEQUENCE_TENSORS; slot++)
+    sequence_tensors[slot].deleter(&sequence_tensors[slot]);
+  drain();
+  print_message(
+      "%d steps at random on %d threads, nothing reset between: %d cases of %d, "
+      "tensors' records %ld, waits %ld, drops %ld; %ld failed\n",
+      ran, SEQUENCE_THREADS, cases_ran, total, tensor_steps[TENSOR_RECORD],
+      tensor_steps[TENSOR_WAIT], tensor_steps[TENSOR_DROP], failed);
   assert_int_equal(failed, 0);
 }
 
@@ -1530,6 +1707,8 @@ static void test_a_forked_child_is_told_why(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
+      cmocka_unit_test_teardown(test_random_sequences_on_threads_land_where_cuda_h_says,
+                                teardown_each),
       cmocka_unit_test_teardown(test_steady_state_export_makes_six_driver_calls, teardown_each),
       cmocka_unit_test_teardown(test_release_calls, teardown_each),
       cmocka_unit_test_teardown(test_a_reuse_stream_waits_in_the_producers_context, teardown_each),

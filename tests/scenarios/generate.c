@@ -69,6 +69,27 @@ static int add_produce(rng *r, const program *p, model *m, op *o) {
   return 1;
 }
 
+int known_defect_open[KNOWN_DEFECTS] = {[DEFECT_HIP_PER_THREAD_RELEASE] = 1,
+                                        [DEFECT_HIP_DESTROYED_STREAM_RELEASE] = 1,
+                                        [DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] = 1};
+
+/* Whether the model has a capture open on a framework's stream (the runner's captures are
+   among the model's: it skips, never adds). */
+static int capturing(const model *m, int framework, int device, int stream) {
+  for (int c = 0; c < MAX_CAPTURES; c++)
+    if (m->capture_open[c] && m->capture_framework[c] == framework &&
+        m->capture_device[c] == device && m->capture_stream[c] == stream)
+      return 1;
+  return 0;
+}
+
+/* A per-thread read, unless it would meet an open known defect. */
+static int per_thread_or_explicit(const program *p) {
+  return p->rocm && p->hip_rules && known_defect_open[DEFECT_HIP_PER_THREAD_RELEASE]
+             ? ON_EXPLICIT
+             : ON_PER_THREAD;
+}
+
 static int add_consume(rng *r, const program *p, model *m, op *o) {
   int slot = pick_slot(r, m, LIVE);
   if (slot < 0) return 0;
@@ -80,16 +101,46 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
   int kind = below(r, 100);
   o->consumer_kind = kind < 58   ? ON_EXPLICIT
                      : kind < 72 ? ON_LEGACY
-                     : kind < 84 ? (p->rocm ? ON_EXPLICIT : ON_PER_THREAD)
+                     : kind < 84 ? per_thread_or_explicit(p)
                      : kind < 94 ? NO_SYNC
                                  : BAD_ARGUMENT;
   int how = below(r, 100);
   o->mechanism = how < 40   ? BY_EXPORT
-                 : how < 60 ? BY_PUSH_DEP
-                 : how < 75 ? BY_GROUP
-                            : BY_TENSOR_EVENT;
+                 : how < 55 ? BY_PUSH_DEP
+                 : how < 65 ? BY_GROUP
+                 : how < 78 ? BY_TENSOR_EVENT
+                 : how < 85 ? BY_GROUP_TENSOR
+                 : how < 92 ? BY_HOST_WAIT
+                            : BY_GROUP_TABLE;
   if (o->consumer_kind == NO_SYNC || o->consumer_kind == BAD_ARGUMENT) o->mechanism = BY_EXPORT;
+  if (o->mechanism == BY_HOST_WAIT && p->hip_rules &&
+      known_defect_open[DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] &&
+      capturing(m, m->slot_framework[slot], m->slot_device[slot], m->slot_stream[slot]))
+    o->mechanism = BY_TENSOR_EVENT;
+  /* ROCm's stream argument has no per-thread stream: its per-thread reads name the stream */
+  if (p->rocm && o->consumer_kind == ON_PER_THREAD && o->mechanism == BY_EXPORT)
+    o->mechanism = BY_PUSH_DEP;
   o->name_legacy_by_none = (uint8_t)chance(r, 50);
+  m->slot_state[slot] = READ;
+  m->slot_reader_thread[slot] = o->consumer_kind == ON_PER_THREAD ? o->thread : -1;
+  return 1;
+}
+
+/* An import through the producer's table (N1): single, or in a group with a second tensor
+   the runner picks from what is alive. The consumer names its stream as a view. */
+static int add_import(rng *r, const program *p, model *m, op *o) {
+  int slot = pick_slot(r, m, LIVE);
+  if (slot < 0) return 0;
+  o->kind = OP_IMPORT;
+  o->slot = (uint8_t)slot;
+  o->device = (uint8_t)m->slot_device[slot];
+  o->framework = (uint8_t)below(r, p->frameworks);
+  o->stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
+  int kind = below(r, 100);
+  o->consumer_kind = kind < 70 ? ON_EXPLICIT : kind < 85 ? ON_LEGACY : per_thread_or_explicit(p);
+  int how = below(r, 100);
+  o->mechanism = (uint8_t)(how < 40 ? IMPORT_SINGLE : how < 80 ? IMPORT_GROUPED : IMPORT_N0);
+  o->mode = (uint8_t)(o->mechanism == IMPORT_GROUPED && chance(r, 50));
   m->slot_state[slot] = READ;
   m->slot_reader_thread[slot] = o->consumer_kind == ON_PER_THREAD ? o->thread : -1;
   return 1;
@@ -147,12 +198,14 @@ static void add_op(rng *r, program *p, model *m, int forks) {
   o.thread = (uint8_t)below(r, p->threads);
   int roll = below(r, 1000);
   int made = roll < 260   ? add_produce(r, p, m, &o)
-             : roll < 520 ? add_consume(r, p, m, &o)
+             : roll < 450 ? add_consume(r, p, m, &o)
+             : roll < 520 ? add_import(r, p, m, &o)
              : roll < 720 ? add_release(r, m, &o)
              : roll < 830 ? add_capture(r, p, m, &o)
                           : 0;
   if (!made) {
-    o.kind = roll < 900   ? OP_POLL
+    o.kind = roll < 870   ? OP_POLL
+             : roll < 900 ? OP_CONCURRENT
              : roll < 930 ? OP_HOST_SYNC
              : roll < 950 ? OP_SHUTDOWN
              : roll < 980 ? OP_RELEASE_THREAD
@@ -160,6 +213,15 @@ static void add_op(rng *r, program *p, model *m, int forks) {
                           : OP_POLL;
     o.mode = (uint8_t)chance(r, 60);
     if (o.kind == OP_HOST_SYNC && open_captures(m)) o.kind = OP_POLL;
+    if (o.kind == OP_CONCURRENT) { /* a stream of a framework's, at random */
+      o.mode = (uint8_t)below(r, CONCURRENT_KINDS);
+      if (p->hip_rules && known_defect_open[DEFECT_HIP_DESTROYED_STREAM_RELEASE])
+        o.mode = CONCURRENT_CAPTURE;
+      o.mode |= (uint8_t)(chance(r, 25) ? CONCURRENT_QUIET : 0);
+      o.framework = (uint8_t)below(r, p->frameworks);
+      o.device = (uint8_t)below(r, p->devices);
+      o.stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
+    }
   }
   p->ops[p->op_count++] = o;
 }
@@ -173,9 +235,16 @@ void program_generate(program *p, uint64_t seed) {
   p->devices = (uint8_t)(1 + below(&r, MAX_DEVICES));
   p->rocm = (uint8_t)chance(&r, 25);
   p->hip_rules = (uint8_t)(p->rocm && chance(&r, 70));
+  p->none_is_no_sync = (uint8_t)chance(&r, 30);
   for (int f = 0; f < p->frameworks; f++) {
     p->participates[f] = (uint8_t)chance(&r, 50);
     p->records_events[f] = (uint8_t)chance(&r, 60);
+    p->legacy_tensors[f] = (uint8_t)chance(&r, 20);
+    int table = below(&r, 100);
+    p->tables[f] = (uint8_t)(table < 65   ? TABLE_CURRENT
+                             : table < 85 ? TABLE_NULL
+                             : table < 93 ? TABLE_STREAM_FAILS
+                                          : TABLE_CONVERSION_FAILS);
     for (int d = 0; d < MAX_DEVICES; d++)
       for (int s = 0; s < STREAMS_PER_DEVICE; s++)
         p->non_blocking[f][d][s] = (uint8_t)chance(&r, 70);
@@ -189,8 +258,8 @@ void program_generate(program *p, uint64_t seed) {
 
 const char *op_kind_name(int kind) {
   static const char *const names[OP_KINDS] = {
-      "OP_PRODUCE",     "OP_CONSUME",        "OP_RELEASE", "OP_CAPTURE_BEGIN",
-      "OP_CAPTURE_END", "OP_GRAPH_DESTROY",  "OP_POLL",    "OP_HOST_SYNC",
-      "OP_SHUTDOWN",    "OP_RELEASE_THREAD", "OP_FORK"};
+      "OP_PRODUCE",       "OP_CONSUME", "OP_RELEASE",   "OP_CAPTURE_BEGIN", "OP_CAPTURE_END",
+      "OP_GRAPH_DESTROY", "OP_POLL",    "OP_HOST_SYNC", "OP_SHUTDOWN",      "OP_RELEASE_THREAD",
+      "OP_FORK",          "OP_IMPORT",  "OP_CONCURRENT"};
   return kind >= 0 && kind < OP_KINDS ? names[kind] : "?";
 }

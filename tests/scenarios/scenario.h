@@ -2,8 +2,9 @@
 /*
  * Whole programs at random: several "frameworks" exchange tensors through dlsync on the
  * simulated device, from several host threads, with every stream kind, stream argument,
- * ordering mechanism, release, capture and shutdown (generate.c). The runner (run.c)
- * executes a program's operations one at a time, each on its own host thread, in program
+ * ordering mechanism, import through a producer's exchange table (single and grouped; tables
+ * that answer a stream, NULL, or fail), release, capture and shutdown (generate.c). The runner
+ * (run.c) executes a program's operations one at a time, each on its own host thread, in program
  * order, and judges the run by oracles that share no code with dlsync: the simulator's race
  * checker, the values every read sees, the capture table and the release table as this
  * model predicts them from its own bookkeeping, where each deleter ran and how often, no
@@ -48,14 +49,41 @@ typedef enum op_kind {
   OP_SHUTDOWN,       /* dl_sync_shutdown */
   OP_RELEASE_THREAD, /* dlsync's release thread started (mode 1) or stopped (0) */
   OP_FORK,           /* a child process checks that it runs none of the parent's releases */
+  OP_IMPORT,         /* the consumer imports slot through its producer's exchange table */
+  OP_CONCURRENT,     /* while the thread polls: another thread begins a capture, or destroys
+                        a stream, at a moment of its own (mode: concurrent_kind) */
   OP_KINDS
 } op_kind;
+
+/* What another thread does while OP_CONCURRENT's thread polls. */
+enum { CONCURRENT_CAPTURE, CONCURRENT_DESTROY, CONCURRENT_KINDS };
+enum { CONCURRENT_QUIET = 2 }; /* a mode bit: no poll while the other thread acts */
+
+/* How an import is made (OP_IMPORT's mechanism). */
+enum {
+  IMPORT_SINGLE,
+  IMPORT_GROUPED,
+  IMPORT_N0, /* no import: the read runs on the stream the table names (N0) */
+  IMPORT_KINDS
+};
+
+/* What a producer's exchange table answers (dlsync/exchange.h). */
+typedef enum table_kind {
+  TABLE_CURRENT,          /* current_work_stream: the stream the producer works on now */
+  TABLE_NULL,             /* NULL: the producer works on the legacy default stream */
+  TABLE_STREAM_FAILS,     /* current_work_stream fails (-1) */
+  TABLE_CONVERSION_FAILS, /* the conversion fails, or answers 0 and no tensor */
+  TABLE_KINDS
+} table_kind;
 
 typedef enum order_mechanism {
   BY_EXPORT,
   BY_PUSH_DEP,
   BY_GROUP,
   BY_TENSOR_EVENT,
+  BY_GROUP_TENSOR, /* a group holding the tensor's event */
+  BY_HOST_WAIT,    /* the host waits for the tensor's event (dl_sync_tensor_synchronize) */
+  BY_GROUP_TABLE,  /* a group holding the producer's table (dl_sync_group_add_exchange_api) */
   MECHANISMS
 } order_mechanism;
 
@@ -79,7 +107,8 @@ typedef struct op {
   uint8_t mechanism;
   uint8_t consumer_kind;
   uint8_t name_legacy_by_none; /* ON_LEGACY by export: stream=None, else the integer */
-  uint8_t mode;                /* capture mode; release thread: start (1) or stop (0) */
+  uint8_t mode; /* capture mode; release thread: start (1) or stop (0); import: a second
+                   tensor in the group (1); concurrent: concurrent_kind */
 } op;
 
 typedef struct program {
@@ -89,6 +118,9 @@ typedef struct program {
   uint8_t hip_rules;                      /* the simulator follows HIP's query rules */
   uint8_t participates[MAX_FRAMEWORKS];   /* names its reuse stream */
   uint8_t records_events[MAX_FRAMEWORKS]; /* records a per-tensor event on each tensor */
+  uint8_t tables[MAX_FRAMEWORKS];         /* its exchange table: table_kind */
+  uint8_t legacy_tensors[MAX_FRAMEWORKS]; /* makes pre-1.0 tensors (DLManagedTensor) */
+  uint8_t none_is_no_sync; /* the capture policy DL_SYNC_CAPTURE_NONE_IS_NO_SYNC (else strict) */
   uint8_t non_blocking[MAX_FRAMEWORKS][MAX_DEVICES][STREAMS_PER_DEVICE];
   int op_count;
   op ops[MAX_OPS];
@@ -97,9 +129,11 @@ typedef struct program {
 /* Variants that leave one dlsync call out: the negative controls. */
 typedef enum variant {
   WITH_DLSYNC,
-  SKIP_EXPORT,        /* an export's ordering not made */
-  DROP_WAIT,          /* a dependency, group or tensor-event wait not made */
-  DELETER_NOT_RELEASE /* the deleter called where the release was */
+  SKIP_EXPORT,         /* an export's ordering not made */
+  DROP_WAIT,           /* a dependency, group or tensor-event wait not made */
+  DELETER_NOT_RELEASE, /* the deleter called where the release was */
+  BARE_CONVERSION,     /* an import replaced by the table's bare conversion */
+  VARIANTS
 } variant;
 
 /* What a run found. */
@@ -129,8 +163,37 @@ enum {
 typedef struct run_counts {
   long statuses[8]; /* dlsync answers: 0-3 the release results, 4 EINVAL, 5 ECAPTURE, 6 other */
   long captures, graphs_launched, forks, host_syncs, shutdowns, deleters_on_release_thread;
+  long ops_given[OP_KINDS]; /* operations handed to a thread, by kind */
+  long ops_made[OP_KINDS];  /* of those, made (the others' preconditions did not hold) */
+  long mechanisms[MECHANISMS], consumer_kinds[CONSUMER_KINDS];
+  long imports[IMPORT_KINDS], imports_refused, imports_two_tensors, import_tables[TABLE_KINDS];
+  long concurrent[CONCURRENT_KINDS], concurrent_polls; /* made, and the polls they overlapped */
+  long concurrent_on_deferred[CONCURRENT_KINDS]; /* under HIP's rules, a release deferred there */
+  long legacy_tensors;                           /* tensors made as DLManagedTensor (pre-1.0) */
+  long none_no_sync; /* stream=None during the producer's capture, no sync by the policy */
 } run_counts;
 extern run_counts program_counts;
+
+/* Defects of dlsync's that a program of the generator meets every time, known and not yet
+   fixed (each names its issue): while one is open the generator makes no program that meets
+   it, so that the random runs stay green, and run_regressions runs the shrunk program that
+   found it, expecting it to fail. Once fixed: its known_defect_open entry becomes 0 (the
+   generator makes such programs again, and the program must pass). --with-known-defects
+   sets them all to 0 for a run. */
+typedef enum known_defect {
+  /* issue 47, item 3: under HIP a release onto a per-thread default stream is asked about
+     only from the thread that made it: a clean-up or release thread elsewhere never ends it */
+  DEFECT_HIP_PER_THREAD_RELEASE,
+  /* issue 47, item 2: under HIP a release whose consumer stream was destroyed (its work
+     done) is probed for ever and never finishes */
+  DEFECT_HIP_DESTROYED_STREAM_RELEASE,
+  /* issue 47, "the producer stream for HIP's dl_sync_tensor_synchronize": under HIP it
+     synchronizes the tensor's event while the producer's stream captures, which breaks that
+     capture (and answers EBACKEND) */
+  DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE,
+  KNOWN_DEFECTS
+} known_defect;
+extern int known_defect_open[KNOWN_DEFECTS];
 
 void program_generate(program *p, uint64_t seed);
 /* Runs p (a fresh simulator, dlsync shut down after) and judges it. */

@@ -29,8 +29,8 @@ void program_shrink(program *p, variant v, int failure_class) {
   }
 }
 
-static const char *const variant_names[] = {"WITH_DLSYNC", "SKIP_EXPORT", "DROP_WAIT",
-                                            "DELETER_NOT_RELEASE"};
+static const char *const variant_names[VARIANTS] = {"WITH_DLSYNC", "SKIP_EXPORT", "DROP_WAIT",
+                                                    "DELETER_NOT_RELEASE", "BARE_CONVERSION"};
 
 void program_print_c(const program *p, variant v, FILE *out) {
   fprintf(out, "/* Found by the program generator: seed %llu, shrunk to %d operations. */\n",
@@ -39,11 +39,16 @@ void program_print_c(const program *p, variant v, FILE *out) {
   fprintf(out, "  static const program p = {\n");
   fprintf(out, "      .seed = %llu, .frameworks = %d, .threads = %d, .devices = %d,\n",
           (unsigned long long)p->seed, p->frameworks, p->threads, p->devices);
-  fprintf(out, "      .rocm = %d, .hip_rules = %d,\n", p->rocm, p->hip_rules);
+  fprintf(out, "      .rocm = %d, .hip_rules = %d, .none_is_no_sync = %d,\n", p->rocm, p->hip_rules,
+          p->none_is_no_sync);
   fprintf(out, "      .participates = {%d, %d, %d, %d},\n", p->participates[0], p->participates[1],
           p->participates[2], p->participates[3]);
   fprintf(out, "      .records_events = {%d, %d, %d, %d},\n", p->records_events[0],
           p->records_events[1], p->records_events[2], p->records_events[3]);
+  fprintf(out, "      .tables = {%d, %d, %d, %d},\n", p->tables[0], p->tables[1], p->tables[2],
+          p->tables[3]);
+  fprintf(out, "      .legacy_tensors = {%d, %d, %d, %d},\n", p->legacy_tensors[0],
+          p->legacy_tensors[1], p->legacy_tensors[2], p->legacy_tensors[3]);
   fprintf(out, "      .non_blocking = {");
   for (int f = 0; f < MAX_FRAMEWORKS; f++)
     fprintf(out, "%s{{%d, %d}, {%d, %d}}", f ? ", " : "", p->non_blocking[f][0][0],
