@@ -6,7 +6,6 @@ functions return in sample calls is of the kind the stub says."""
 import ast
 import inspect
 import os
-import re
 import typing
 import unittest
 
@@ -20,14 +19,6 @@ except ImportError:
     numpy = None
 
 STUB = os.path.join(os.path.dirname(_dlsync.__file__), "_dlsync.pyi")
-
-# Functions of python/dlsync/exchange_table.c whose docstrings have no text signature yet
-# (the test reads their first line instead); one that gets one must leave this list.
-WITHOUT_TEXT_SIGNATURE = {
-    "_exchange_allocate", "_exchange_bare_import", "_exchange_counted",
-    "_exchange_current_work_stream", "_exchange_deletions", "_exchange_describe",
-    "_exchange_dltensor", "_exchange_table_chain", "_exchange_to_object",
-}
 
 KINDS = {"posonlyargs": inspect.Parameter.POSITIONAL_ONLY,
          "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -53,12 +44,7 @@ def stub_parameters(function, method):
 
 
 def module_parameters(name, obj):
-    """[(name, kind, has_default)] of a function of the module, from its text signature, or
-    for the few listed without one, from its docstring's first line (positional-only)."""
-    if name in WITHOUT_TEXT_SIGNATURE:
-        line = re.match(r"\w+\(([^)]*)\)", obj.__doc__)
-        names = [p.strip() for p in line.group(1).split(",") if p.strip()]
-        return [(p, inspect.Parameter.POSITIONAL_ONLY, False) for p in names]
+    """[(name, kind, has_default)] of a function of the module, from its text signature."""
     signature = inspect.signature(obj)
     return [(p.name, p.kind, p.default is not inspect.Parameter.empty)
             for p in signature.parameters.values()]
@@ -133,10 +119,7 @@ class Stubs(unittest.TestCase):
     def test_every_function_has_a_text_signature(self):
         for name, obj in runtime_functions().items():
             with self.subTest(name):
-                if name in WITHOUT_TEXT_SIGNATURE:  # (3.13 reads a bare first line as one)
-                    self.assertNotIn("\n--\n\n", obj.__doc__, f"{name} has one: drop it from the list")
-                else:
-                    self.assertIsNotNone(inspect.signature(obj))
+                self.assertIsNotNone(inspect.signature(obj))
 
     def test_the_stub_and_the_module_name_the_same_functions(self):
         self.assertEqual(sorted(stub_functions()), sorted(runtime_functions()))
