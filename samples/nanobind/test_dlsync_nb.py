@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The nanobind sample (dlsync_nb) on dlsync's simulated device and against real peers.
+
+Each ordering case runs with the producer certainly still writing (its stream held by a
+gate) and has its control: the same program without dlsync's ordering, which the race
+checker must catch and whose consumer must read the old bytes. The pybind11 sample runs the
+same cases (samples/pybind11/test_dlsync_pb.py sets MODULE)."""
+import gc
+import os
+import sys
+import unittest
+
+SITE = os.environ.get("DL_SYNC_PYPI_SITE", "")
+for folder in (os.path.join(SITE, "torch"), SITE) if SITE else ():
+    if os.path.isdir(folder):  # PyTorch 2.10's CPU wheel, ahead of Debian's 1.13
+        sys.path.insert(0, folder)
+
+import numpy as np  # noqa: E402
+
+import dlsync  # noqa: E402
+import dlsync.testing  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+except ImportError as error:  # pragma: no cover
+    torch, TORCH_MISSING = None, f"PyTorch is not installed ({error}; scripts/install-python-test-deps.sh)"
+
+SIZE = 4096
+CUDA, CPU = (2, 0), (1, 0)
+
+
+def module():
+    import dlsync_nb
+
+    return dlsync_nb
+
+
+class Plain:
+    """A framework's array without an exchange table whose __dlpack__ orders with dlsync
+    (as a Python framework writes it): the consumer must come through __dlpack__(stream=)."""
+
+    def __init__(self, data, stream):
+        self.data, self.stream = data, stream
+
+    def __dlpack_device__(self):
+        return CUDA
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        dlsync.export(CUDA, self.stream, stream)
+        return self.data.__dlpack__()  # the memory's capsule, legacy (pre-DLPack 1)
+
+
+class Base(unittest.TestCase):
+    MODULE = staticmethod(module)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = cls.MODULE()
+
+    def tearDown(self):
+        self.m.use_stream(None)
+
+    def open(self, **jitter):
+        sim = dlsync.testing.SimulatedDevice(**jitter).open()
+        self.m.use_simulated_device(sim)
+        self.addCleanup(sim.close, False)
+        return sim
+
+
+class Consumer(Base):
+    """copy(src, dst): src ordered onto the extension's stream before its kernel."""
+
+    def run_copy(self, sim, make, ordered):
+        producer = sim.stream(non_blocking=True)
+        ours = sim.stream(non_blocking=True)  # blocking, the legacy stream would order it
+        self.m.use_stream(ours.handle)
+        src, memory = make(producer)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        gate = sim.hold(producer)  # the producer is certainly still writing
+        sim.write(producer, memory, 7)
+        if ordered:
+            self.m.copy(src, dst)
+        else:
+            self.m.copy_unordered(src, dst)
+            ours.synchronize()  # cannot wait for the held write: it read before it
+        gate.release()
+        ours.synchronize()
+        sim.host_read(dst.memory)
+        return bytes(dst.memory), sim.race_count
+
+    def check_both(self, make):
+        with self.subTest("ordered"):
+            sim = self.open(jitter_us=100, seed=3)
+            seen, races = self.run_copy(sim, make, ordered=True)
+            self.assertEqual(races, 0, sim.race_report())
+            self.assertEqual(seen, b"\x07" * SIZE)
+            self.assertEqual(sim.runtime_calls_holding_the_gil, 0)
+            sim.close()
+        with self.subTest("control: no ordering"):
+            sim = self.open()
+            seen, races = self.run_copy(sim, make, ordered=False)
+            self.assertGreater(races, 0)
+            self.assertEqual(seen, b"\x00" * SIZE)
+            with self.assertRaisesRegex(AssertionError, "race"):
+                sim.close()
+
+    def test_through_the_exchange_table(self):
+        def make(producer):
+            dlsync.testing.ExchangeArray.use_stream(producer)
+            x = dlsync.testing.ExchangeArray(bytearray(SIZE))
+            return x, x
+
+        self.check_both(make)
+
+    def test_through_dlpack_with_the_stream(self):
+        def make(producer):
+            dlsync.testing.ExchangeArray.use_stream(None)  # only Plain's export orders
+            memory = bytearray(SIZE)
+            return Plain(dlsync.testing.ExchangeArray(memory), producer), memory
+
+        self.check_both(make)
+
+    def test_release_waits_for_the_kernel(self):
+        """The argument is given back after the kernel: its deleter runs once the kernel
+        is done (release_poll), never while it may still read."""
+        sim = self.open()
+        producer, ours = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+        a = self.m.Array(bytearray(SIZE), CUDA)  # the producer: our own type, on its stream
+        self.m.use_stream(producer.handle)
+        self.m.fill(a, 5)
+        holder = Plain(None, producer)
+        holder.data = a  # __dlpack__ of our Array, ordered by dlsync.export
+        self.m.use_stream(ours.handle)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        before, refs = self.m.deleters_run(), sys.getrefcount(a)
+        gate = sim.hold(ours)
+        self.m.copy(holder, dst)
+        self.assertEqual(self.m.release_pending(), 1)  # the kernel is held: not yet
+        self.assertEqual(self.m.deleters_run(), before)
+        gate.release()
+        ours.synchronize()
+        self.assertEqual(self.m.release_poll(), 1)
+        self.assertEqual(self.m.deleters_run(), before + 1)
+        self.assertEqual(self.m.release_poll(), 0)
+        self.assertEqual(sys.getrefcount(a), refs)
+        sim.host_read(dst.memory)
+        self.assertEqual(bytes(dst.memory), b"\x05" * SIZE)
+        sim.close()
+
+    def test_under_capture_the_ordering_is_captured(self):
+        sim = self.open()
+        producer, ours = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+        dlsync.testing.ExchangeArray.use_stream(producer)
+        x = dlsync.testing.ExchangeArray(bytearray(SIZE))
+        sim.write(producer, x, 1)
+        self.m.use_stream(ours.handle)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        ours.begin_capture()
+        self.m.copy(x, dst)
+        self.assertEqual(self.m.release_pending(), 1)  # the graph keeps it
+        self.assertEqual(ours.end_capture(), (1, 1))  # the kernel, the external wait
+        sim.synchronize()
+        self.assertEqual(self.m.release_poll(), 1)  # the graph is gone
+        sim.close()
+
+    def test_bad_arguments(self):
+        sim = self.open()
+        self.m.use_stream(sim.stream().handle)
+        dst = self.m.Array(bytearray(8), CUDA)
+        with self.assertRaisesRegex(ValueError, r"is on device \(1, 0\); this call runs on \(2, 0\)"):
+            self.m.copy(np.zeros(8, np.uint8), dst)
+        with self.assertRaisesRegex(ValueError, "differ in size"):
+            self.m.copy(self.m.Array(bytearray(4), CUDA), dst)
+        with self.assertRaises(AttributeError):
+            self.m.copy(object(), dst)
+        sim.close()
+
+
+class Producer(Base):
+    """Array.__dlpack__ and the Array type's exchange table."""
+
+    def exchange(self, sim, stream_value, consumer):
+        producer = sim.stream(non_blocking=True)
+        self.m.use_stream(producer.handle)
+        a = self.m.Array(bytearray(SIZE), CUDA)
+        gate = sim.hold(producer)
+        self.m.fill(a, 9)  # our kernel on our stream
+        capsule = a.__dlpack__(stream=stream_value, max_version=(1, 3))
+        seen = bytearray(SIZE)
+        sim.copy(consumer, capsule, seen)
+        if stream_value == -1:  # not ordered: the consumer's copy read before the write
+            consumer.synchronize()
+        gate.release()
+        sim.synchronize()
+        sim.host_read(seen)
+        return bytes(seen)
+
+    def test_every_stream_value_orders_the_export(self):
+        cases = {
+            "a stream": lambda sim: (lambda s: (s.handle, s))(sim.stream(non_blocking=True)),
+            "None (legacy)": lambda sim: (None, sim.legacy_stream),
+            "1 (legacy)": lambda sim: (1, sim.legacy_stream),
+            "2 (per-thread)": lambda sim: (2, sim.per_thread_stream),
+        }
+        for name, pick in cases.items():
+            with self.subTest(name):
+                sim = self.open(jitter_us=50, seed=7)
+                value, consumer = pick(sim)
+                self.assertEqual(self.exchange(sim, value, consumer), b"\x09" * SIZE)
+                sim.close()
+
+    def test_control_minus_one_is_not_ordered(self):
+        """-1: the consumer orders itself; one that does not is caught."""
+        sim = self.open()
+        seen = self.exchange(sim, -1, sim.stream(non_blocking=True))
+        self.assertEqual(seen, b"\x00" * SIZE)
+        with self.assertRaisesRegex(AssertionError, "race"):
+            sim.close()
+
+    def test_exchange_table_passes_check_exchange_api(self):
+        streams = {}
+
+        def make(sim):
+            if sim is not None:
+                self.m.use_simulated_device(sim)
+                streams["current"] = sim.stream(non_blocking=True)
+                self.m.use_stream(streams["current"].handle)
+            return self.m.Array(bytearray(64), CUDA)
+
+        report = dlsync.testing.check_exchange_api(make, lambda sim, x, value: self.m.fill(x, value))
+        self.assertEqual(report.missing, [])
+        self.assertTrue(report.ordering_checked)
+        self.assertGreater(report.control_races, 0)
+
+    def test_capture_rules(self):
+        sim = self.open()
+        producer = sim.stream(non_blocking=True)
+        self.m.use_stream(producer.handle)
+        a = self.m.Array(bytearray(SIZE), CUDA)
+        producer.begin_capture()
+        with self.assertRaisesRegex(BufferError, "captur"):
+            a.__dlpack__(stream=None)  # the legacy stream cannot join the capture
+        self.assertIsNotNone(producer.end_capture())
+        consumer = sim.stream(non_blocking=True)
+        consumer.begin_capture()
+        self.m.fill(a, 1)  # our stream is not capturing: the consumer's graph waits on it
+        capsule = a.__dlpack__(stream=consumer.handle, max_version=(1, 3))
+        sim.copy(consumer, capsule, bytearray(SIZE))
+        self.assertEqual(consumer.end_capture(), (1, 1))
+        sim.close()
+
+    def test_bad_arguments(self):
+        a = self.m.Array(bytearray(8), CUDA)
+        for value in (0, -2):
+            with self.subTest(stream=value), self.assertRaises(ValueError):
+                a.__dlpack__(stream=value)
+        for value in (True, "1", 1.0):
+            with self.subTest(stream=value), self.assertRaisesRegex(TypeError, "expected None or an int"):
+                a.__dlpack__(stream=value)
+        with self.assertRaisesRegex(TypeError, "max_version"):
+            a.__dlpack__(max_version=1)
+        with self.assertRaises(BufferError):
+            a.__dlpack__(copy=True)
+        with self.assertRaises(BufferError):
+            a.__dlpack__(dl_device=(2, 1))
+        with self.assertRaises(TypeError):
+            a.__dlpack__(None)  # keyword-only
+        with self.assertRaises(ValueError):
+            self.m.Array(bytearray(8), (4, 0))
+
+    def test_capsules_delete_once(self):
+        a = self.m.Array(bytearray(8), CPU)
+        refs, before = sys.getrefcount(a), self.m.deleters_run()
+        self.assertIn('"dltensor_versioned"', repr(a.__dlpack__(max_version=(1, 3))))
+        self.assertIn('"dltensor"', repr(a.__dlpack__()))
+        gc.collect()
+        self.assertEqual(self.m.deleters_run(), before + 2)  # never consumed: the capsules
+        self.assertEqual(sys.getrefcount(a), refs)
+
+
+class Peers(Base):
+    """Real frameworks on the CPU: values, each deleter run once, reference counts back."""
+
+    def test_numpy_into_ours(self):
+        src = np.arange(64, dtype=np.uint8)
+        dst = self.m.Array(bytearray(64), CPU)
+        refs = sys.getrefcount(src)
+        self.m.copy(src, dst)
+        self.assertEqual(bytes(dst.memory), bytes(range(64)))
+        self.assertEqual(sys.getrefcount(src), refs)  # NumPy's deleter ran, once
+        self.m.copy_unordered(src, dst)  # on the CPU nothing is asynchronous
+        self.assertEqual(sys.getrefcount(src), refs)
+
+    def test_ours_into_numpy(self):
+        memory = bytearray(range(32))
+        a = self.m.Array(memory, CPU)
+        refs, before = sys.getrefcount(a), self.m.deleters_run()
+        x = np.from_dlpack(a)
+        self.assertEqual(x.ctypes.data, a.data_ptr)  # zero copy
+        self.assertEqual(x.tolist(), list(range(32)))
+        memory[3] = 200
+        self.assertEqual(x[3], 200)
+        self.assertEqual(self.m.deleters_run(), before)
+        del x
+        gc.collect()
+        self.assertEqual(self.m.deleters_run(), before + 1)
+        self.assertEqual(sys.getrefcount(a), refs)
+
+    @unittest.skipIf(torch is None, TORCH_MISSING if torch is None else "")
+    def test_torch_into_ours(self):
+        src = torch.arange(48, dtype=torch.uint8)
+        dst = self.m.Array(bytearray(48), CPU)
+        refs = sys.getrefcount(src)
+        self.m.copy(src, dst)  # through torch's table where it has one (2.10+)
+        self.assertEqual(bytes(dst.memory), bytes(range(48)))
+        gc.collect()
+        self.assertEqual(sys.getrefcount(src), refs)
+
+    @unittest.skipIf(torch is None, TORCH_MISSING if torch is None else "")
+    def test_ours_into_torch(self):
+        memory = bytearray(16)
+        a = self.m.Array(memory, CPU)
+        refs, before = sys.getrefcount(a), self.m.deleters_run()
+        x = torch.from_dlpack(a)
+        x[2] = 77
+        self.assertEqual(memory[2], 77)
+        del x
+        gc.collect()
+        self.assertEqual(self.m.deleters_run(), before + 1)
+        self.assertEqual(sys.getrefcount(a), refs)
+
+    def test_our_table_on_the_cpu(self):
+        report = dlsync.testing.check_exchange_api(lambda sim: self.m.Array(bytearray(64), CPU))
+        self.assertEqual(report.missing, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
