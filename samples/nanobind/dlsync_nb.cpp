@@ -99,8 +99,12 @@ void let_go(Export *e) {
   std::free(e);
   deleters_run.fetch_add(1);
 }
-void versioned_deleter(DLManagedTensorVersioned *t) { let_go(reinterpret_cast<Export *>(t)); }
-void legacy_deleter(DLManagedTensor *t) { let_go(reinterpret_cast<Export *>(t)); }
+void versioned_deleter(DLManagedTensorVersioned *t) {
+  let_go(reinterpret_cast<Export *>(t));
+}
+void legacy_deleter(DLManagedTensor *t) {
+  let_go(reinterpret_cast<Export *>(t));
+}
 
 Export *new_export(PyObject *self, bool versioned) {
   Array &a = nb::cast<Array &>(nb::handle(self));
@@ -128,7 +132,8 @@ nb::object array_dlpack(nb::handle self, nb::object stream, nb::object max_versi
                         nb::object dl_device, nb::object copy) {
   Array &a = nb::cast<Array &>(self);
   if (copy.ptr() == Py_True)
-    throw nb::buffer_error("__dlpack__: copy=True is not supported; the memory is exported in place");
+    throw nb::buffer_error(
+        "__dlpack__: copy=True is not supported; the memory is exported in place");
   if (!dl_device.is_none()) {
     DLDevice wanted = parse_device(dl_device);
     if (wanted.device_type != a.device.device_type || wanted.device_id != a.device.device_id)
@@ -137,13 +142,13 @@ nb::object array_dlpack(nb::handle self, nb::object stream, nb::object max_versi
   bool versioned = false;
   if (dlsync_pyext::wants_versioned(max_version.ptr(), &versioned) != 0) throw nb::python_error();
   // The one line that orders the export: our stream's work so far before the consumer's.
-  if (kOrdered &&
-      dlsync_pyext::export_to(dl_sync_stream_view(a.device, stream_on(a.device)), stream.ptr()) != 0)
+  if (kOrdered && dlsync_pyext::export_to(dl_sync_stream_view(a.device, stream_on(a.device)),
+                                          stream.ptr()) != 0)
     throw nb::python_error();
   Export *e = new_export(self.ptr(), versioned);
   if (e == nullptr) throw std::bad_alloc();
-  PyObject *capsule = versioned ? dlsync_pyext::capsule_of(&e->versioned)
-                                : dlsync_pyext::capsule_of(&e->legacy);
+  PyObject *capsule =
+      versioned ? dlsync_pyext::capsule_of(&e->versioned) : dlsync_pyext::capsule_of(&e->legacy);
   if (capsule == nullptr) throw nb::python_error();
   return nb::steal(capsule);
 }
@@ -214,7 +219,9 @@ int table_to_py_object(DLManagedTensorVersioned *tensor, void **out) {
   }
 }
 
-void free_block(DLManagedTensorVersioned *t) { std::free(t); }
+void free_block(DLManagedTensorVersioned *t) {
+  std::free(t);
+}
 
 // One block: the tensor, its shape, its bytes (contiguous).
 int table_allocate(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
@@ -369,8 +376,8 @@ NB_MODULE(dlsync_nb, m) {
       .def_prop_ro("memory", &Array::memory, "The memory: the buffer the array was made over.")
       .def_prop_ro("nbytes", [](Array &a) { return a.shape[0]; })
       .def_prop_ro("data_ptr", [](Array &a) { return reinterpret_cast<uintptr_t>(a.data()); });
-  PyObject *table = PyCapsule_New(const_cast<DLPackExchangeAPI *>(&exchange_api),
-                                  "dlpack_exchange_api", nullptr);
+  PyObject *table =
+      PyCapsule_New(const_cast<DLPackExchangeAPI *>(&exchange_api), "dlpack_exchange_api", nullptr);
   if (table == nullptr) throw nb::python_error();
   array.attr("__dlpack_c_exchange_api__") = nb::steal(table);
 

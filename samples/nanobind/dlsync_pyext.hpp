@@ -38,8 +38,7 @@ inline int stream_arg(PyObject *stream, dl_sync_stream_arg *out) {
     return 0;
   }
   if (!PyLong_Check(stream) || PyBool_Check(stream)) {
-    PyErr_Format(PyExc_TypeError, "__dlpack__: stream=%R: expected None or an int",
-                 stream);
+    PyErr_Format(PyExc_TypeError, "__dlpack__: stream=%R: expected None or an int", stream);
     return -1;
   }
   long long value = PyLong_AsLongLong(stream);
@@ -90,8 +89,8 @@ inline int wants_versioned(PyObject *max_version, bool *out) {
 // (a consumer renames it "used_dltensor..."). On failure the deleter runs here.
 inline void delete_unconsumed_versioned(PyObject *capsule) {
   if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return;  // consumed: not ours
-  auto *t = static_cast<DLManagedTensorVersioned *>(
-      PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+  auto *t =
+      static_cast<DLManagedTensorVersioned *>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
   if (t->deleter != nullptr) t->deleter(t);
 }
 
@@ -119,8 +118,8 @@ inline PyObject *capsule_of(DLManagedTensor *tensor) {
 // attribute __dlpack_c_exchange_api__), or NULL without one (no exception). The table
 // lives as long as the producer's module.
 inline const DLPackExchangeAPI *exchange_table_of(PyObject *obj) {
-  PyObject *capsule =
-      PyObject_GetAttrString(reinterpret_cast<PyObject *>(Py_TYPE(obj)), "__dlpack_c_exchange_api__");
+  PyObject *capsule = PyObject_GetAttrString(reinterpret_cast<PyObject *>(Py_TYPE(obj)),
+                                             "__dlpack_c_exchange_api__");
   if (capsule == nullptr) {
     PyErr_Clear();
     return nullptr;
@@ -138,7 +137,8 @@ struct Imported {
   DLManagedTensor *legacy = nullptr;  // from a producer older than DLPack 1
   const DLTensor *tensor() const {
     return versioned != nullptr ? &versioned->dl_tensor
-                                : legacy != nullptr ? &legacy->dl_tensor : nullptr;
+           : legacy != nullptr  ? &legacy->dl_tensor
+                                : nullptr;
   }
 };
 
@@ -151,7 +151,9 @@ class Importer {
   Importer(const Importer &) = delete;
   Importer &operator=(const Importer &) = delete;
   // Whatever happened, no argument stays taken: released on the consumer's stream.
-  ~Importer() { release(); }
+  ~Importer() {
+    release();
+  }
 
   // Takes obj's tensor onto the consumer's stream: through its type's exchange table where
   // it has one (the producer's current work stream joins the group), else through
@@ -190,8 +192,7 @@ class Importer {
     if (init() != 0) return -1;
     int status;
     Py_BEGIN_ALLOW_THREADS status = dl_sync_group_wait(&group_);
-    Py_END_ALLOW_THREADS
-    return status == DL_SYNC_OK ? 0 : raise_from(status);
+    Py_END_ALLOW_THREADS return status == DL_SYNC_OK ? 0 : raise_from(status);
   }
 
   // After the kernel was enqueued: each argument given back once the consumer's work so far

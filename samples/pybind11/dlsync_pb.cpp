@@ -69,7 +69,8 @@ struct Array {
   // What the simulator's kernels take: the buffer, or a writable view of an adopted tensor.
   py::object memory() {
     if (view.obj != nullptr) return py::reinterpret_borrow<py::object>(view.obj);
-    return py::reinterpret_steal<py::object>(PyMemoryView_FromMemory(static_cast<char *>(data()), shape[0], PyBUF_WRITE));
+    return py::reinterpret_steal<py::object>(
+        PyMemoryView_FromMemory(static_cast<char *>(data()), shape[0], PyBUF_WRITE));
   }
 };
 
@@ -99,8 +100,12 @@ void let_go(Export *e) {
   std::free(e);
   deleters_run.fetch_add(1);
 }
-void versioned_deleter(DLManagedTensorVersioned *t) { let_go(reinterpret_cast<Export *>(t)); }
-void legacy_deleter(DLManagedTensor *t) { let_go(reinterpret_cast<Export *>(t)); }
+void versioned_deleter(DLManagedTensorVersioned *t) {
+  let_go(reinterpret_cast<Export *>(t));
+}
+void legacy_deleter(DLManagedTensor *t) {
+  let_go(reinterpret_cast<Export *>(t));
+}
 
 Export *new_export(PyObject *self, bool versioned) {
   Array &a = py::cast<Array &>(py::handle(self));
@@ -127,21 +132,24 @@ py::object array_dlpack(py::handle self, py::object stream, py::object max_versi
                         py::object dl_device, py::object copy) {
   Array &a = py::cast<Array &>(self);
   if (copy.ptr() == Py_True)
-    throw py::buffer_error("__dlpack__: copy=True is not supported; the memory is exported in place");
+    throw py::buffer_error(
+        "__dlpack__: copy=True is not supported; the memory is exported in place");
   if (!dl_device.is_none()) {
     DLDevice wanted = parse_device(dl_device);
     if (wanted.device_type != a.device.device_type || wanted.device_id != a.device.device_id)
       throw py::buffer_error("__dlpack__: dl_device is not the array's device (no copies)");
   }
   bool versioned = false;
-  if (dlsync_pyext::wants_versioned(max_version.ptr(), &versioned) != 0) throw py::error_already_set();
+  if (dlsync_pyext::wants_versioned(max_version.ptr(), &versioned) != 0)
+    throw py::error_already_set();
   // The one line that orders the export: our stream's work so far before the consumer's.
-  if (dlsync_pyext::export_to(dl_sync_stream_view(a.device, stream_on(a.device)), stream.ptr()) != 0)
+  if (dlsync_pyext::export_to(dl_sync_stream_view(a.device, stream_on(a.device)), stream.ptr()) !=
+      0)
     throw py::error_already_set();
   Export *e = new_export(self.ptr(), versioned);
   if (e == nullptr) throw std::bad_alloc();
-  PyObject *capsule = versioned ? dlsync_pyext::capsule_of(&e->versioned)
-                                : dlsync_pyext::capsule_of(&e->legacy);
+  PyObject *capsule =
+      versioned ? dlsync_pyext::capsule_of(&e->versioned) : dlsync_pyext::capsule_of(&e->legacy);
   if (capsule == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(capsule);
 }
@@ -211,7 +219,9 @@ int table_to_py_object(DLManagedTensorVersioned *tensor, void **out) {
   }
 }
 
-void free_block(DLManagedTensorVersioned *t) { std::free(t); }
+void free_block(DLManagedTensorVersioned *t) {
+  std::free(t);
+}
 
 // One block: the tensor, its shape, its bytes (contiguous).
 int table_allocate(DLTensor *prototype, DLManagedTensorVersioned **out, void *error_ctx,
@@ -264,7 +274,8 @@ const DLPackExchangeAPI exchange_api = make_exchange_api();
 
 py::object stream_object(DLDevice device) {
   void *stream = stream_on(device);
-  return stream == nullptr ? py::none() : py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(stream));
+  return stream == nullptr ? py::none()
+                           : py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(stream));
 }
 
 py::handle simulator(DLDevice device) {
@@ -352,7 +363,8 @@ PYBIND11_MODULE(dlsync_pb, m) {
       .def(py::init([](py::handle buffer, py::handle device) {
              DLDevice parsed = parse_device(device);
              auto a = std::make_unique<Array>();
-             if (PyObject_GetBuffer(buffer.ptr(), &a->view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0)
+             if (PyObject_GetBuffer(buffer.ptr(), &a->view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) !=
+                 0)
                throw py::error_already_set();
              a->device = parsed;
              a->shape[0] = a->view.len;
@@ -365,11 +377,13 @@ PYBIND11_MODULE(dlsync_pb, m) {
            [](Array &a) {
              return py::make_tuple(static_cast<int>(a.device.device_type), a.device.device_id);
            })
-      .def_property_readonly("memory", &Array::memory, "The memory: the buffer the array was made over.")
+      .def_property_readonly("memory", &Array::memory,
+                             "The memory: the buffer the array was made over.")
       .def_property_readonly("nbytes", [](Array &a) { return a.shape[0]; })
-      .def_property_readonly("data_ptr", [](Array &a) { return reinterpret_cast<uintptr_t>(a.data()); });
-  PyObject *table = PyCapsule_New(const_cast<DLPackExchangeAPI *>(&exchange_api),
-                                  "dlpack_exchange_api", nullptr);
+      .def_property_readonly("data_ptr",
+                             [](Array &a) { return reinterpret_cast<uintptr_t>(a.data()); });
+  PyObject *table =
+      PyCapsule_New(const_cast<DLPackExchangeAPI *>(&exchange_api), "dlpack_exchange_api", nullptr);
   if (table == nullptr) throw py::error_already_set();
   array.attr("__dlpack_c_exchange_api__") = py::reinterpret_steal<py::object>(table);
 
