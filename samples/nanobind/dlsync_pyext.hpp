@@ -57,8 +57,9 @@ inline int export_to(dl_sync_stream producer, PyObject *stream) {
   if (stream_arg(stream, &arg) != 0) return -1;
   int status;
   if (dl_sync_export_calls_runtime(producer, arg)) {
-    Py_BEGIN_ALLOW_THREADS status = dl_sync_export(producer, arg);
-    Py_END_ALLOW_THREADS
+    PyThreadState *thread = PyEval_SaveThread();
+    status = dl_sync_export(producer, arg);
+    PyEval_RestoreThread(thread);
   } else {
     status = dl_sync_export(producer, arg);
   }
@@ -190,21 +191,25 @@ class Importer {
   // and one wait per distinct producer stream, without the GIL (no Python runs there).
   int wait() {
     if (init() != 0) return -1;
-    int status;
-    Py_BEGIN_ALLOW_THREADS status = dl_sync_group_wait(&group_);
-    Py_END_ALLOW_THREADS return status == DL_SYNC_OK ? 0 : raise_from(status);
+    PyThreadState *thread = PyEval_SaveThread();
+    int status = dl_sync_group_wait(&group_);
+    PyEval_RestoreThread(thread);
+    return status == DL_SYNC_OK ? 0 : raise_from(status);
   }
 
   // After the kernel was enqueued: each argument given back once the consumer's work so far
   // is done (ordered on the producer's reuse stream, or deferred: dl_sync_release_poll runs
-  // those deleters later). A release that fails leaves that tensor ours: deleted now,
-  // after a synchronization of the consumer's stream would be needed, so it is reported.
+  // those deleters later), without the GIL (a deleter run now takes it itself). A release
+  // that fails leaves that tensor ours and undeleted (leaked, rather than freed under a
+  // kernel that may still read it), and is reported.
   int release() {
     int failed = 0;
     for (std::size_t i = 0; i < count_; i++) {
       Imported &t = taken_[i];
+      PyThreadState *thread = PyEval_SaveThread();
       int status = t.versioned != nullptr ? dl_sync_tensor_release(t.versioned, consumer_)
                                           : dl_sync_legacy_tensor_release(t.legacy, consumer_);
+      PyEval_RestoreThread(thread);
       if (status < 0 && !failed) {
         failed = 1;
         if (!PyErr_Occurred()) dl_sync_python_raise(status);
