@@ -342,6 +342,68 @@ void copy_unordered(nb::ndarray<nb::ro> src, Array &dst) {
   kernel_copy(src.data(), dst);
 }
 
+// --- for bench_dlpack.py: a backend whose calls return at once ------------------------------
+// What the bench then times is dlsync's own work in our __dlpack__, not a runtime's or the
+// simulator's. It orders nothing: never use it for anything else.
+
+int null_device(void *, int32_t *device) {
+  return *device = 0;
+}
+int null_set_device(void *, int32_t) {
+  return 0;
+}
+int null_event_create(void *, void **event) {
+  static char token;
+  *event = &token;
+  return 0;
+}
+int null_event(void *, void *) {
+  return 0;
+}
+int null_event_stream(void *, void *, void *) {
+  return 0;
+}
+int null_event_query(void *, void *, int *done) {
+  return *done = 1, 0;
+}
+int null_capture_info(void *, void *, dl_sync_capture_info *out) {
+  out->status = DL_SYNC_CAPTURE_NONE;
+  return 0;
+}
+const char *null_error_name(void *, int) {
+  return "nullError";
+}
+int null_error_status(void *, int) {
+  return DL_SYNC_EBACKEND;
+}
+
+dl_sync_backend make_null_backend() {
+  dl_sync_backend b{};
+  b.size = sizeof(dl_sync_backend);
+  b.abi = DL_SYNC_BACKEND_ABI;
+  b.name = "null";
+  b.get_device = null_device;
+  b.set_device = null_set_device;
+  b.event_create = null_event_create;
+  b.event_destroy = null_event;
+  b.event_record = null_event_stream;
+  b.stream_wait = null_event_stream;
+  b.event_synchronize = null_event;
+  b.event_query = null_event_query;
+  b.capture_info = null_capture_info;
+  b.error_name = null_error_name;
+  b.error_string = null_error_name;
+  b.error_status = null_error_status;
+  return b;
+}
+const dl_sync_backend null_backend = make_null_backend();
+
+void use_null_backend(bool on) {
+  dl_sync_shutdown();  // no pooled event of one backend goes to the other
+  if (dl_sync_python_check(dl_sync_set_backend(kDLCUDA, on ? &null_backend : nullptr)) != 0)
+    throw nb::python_error();
+}
+
 }  // namespace
 
 NB_MODULE(dlsync_nb, m) {
@@ -413,4 +475,7 @@ NB_MODULE(dlsync_nb, m) {
   });
   m.def("release_pending", []() { return dl_sync_release_pending(); });
   m.def("deleters_run", []() { return deleters_run.load(); });
+  m.def("_use_null_backend", &use_null_backend, "on"_a,
+        "For bench_dlpack.py only: kDLCUDA on a backend whose calls return at once (True), "
+        "or the default again (False).");
 }
