@@ -6,20 +6,21 @@ array (stream=None), and a CUDA array on a backend whose calls return at once (t
 extension's _use_null_backend: what is timed is dlsync's own work) with stream=-1, the
 producer's own stream (no runtime call) and another stream (one record and one wait, the
 GIL let go around them).
-Usage: python bench_dlpack.py [calls]"""
+Usage: python bench_dlpack.py [calls per round]"""
 import sys
 import timeit
 
 import dlsync_nb
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 5_000  # calls per round
+ROUNDS = 80
 
 
 def pair(array, stream, n=N):
     ordered = lambda: array.__dlpack__(stream=stream, max_version=(1, 3))  # noqa: E731
     plain = lambda: array._dlpack_unordered(stream=stream, max_version=(1, 3))  # noqa: E731
     best = [float("inf"), float("inf")]
-    for _ in range(5):  # interleaved, best of 5
+    for _ in range(ROUNDS):  # interleaved; the best round of each (the least disturbed)
         for i, f in enumerate((ordered, plain)):
             best[i] = min(best[i], timeit.timeit(f, number=n) / n * 1e9)
     return best
