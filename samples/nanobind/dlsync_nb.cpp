@@ -147,6 +147,15 @@ nb::object array_dlpack(nb::handle self, nb::object stream, nb::object max_versi
     throw nb::python_error();
   Export *e = new_export(self.ptr(), versioned);
   if (e == nullptr) throw std::bad_alloc();
+  // stream=-1: the tensor carries an event of our stream instead (per-tensor events).
+  if (kOrdered && dlsync_pyext::is_minus_one(stream.ptr())) {
+    dl_sync_stream producer = dl_sync_stream_view(a.device, stream_on(a.device));
+    if ((versioned ? dlsync_pyext::record_event(&e->versioned, producer)
+                   : dlsync_pyext::record_event(&e->legacy, producer)) != 0) {
+      versioned ? e->versioned.deleter(&e->versioned) : e->legacy.deleter(&e->legacy);
+      throw nb::python_error();
+    }
+  }
   PyObject *capsule =
       versioned ? dlsync_pyext::capsule_of(&e->versioned) : dlsync_pyext::capsule_of(&e->legacy);
   if (capsule == nullptr) throw nb::python_error();

@@ -9,6 +9,7 @@
 //   stream_arg      stream= (None or an int) as dlsync's argument
 //   export_to       the producer's stream ordered before the consumer's (dl_sync_export),
 //                   the GIL released only around the runtime calls
+//   record_event    for stream=-1, a per-tensor event the consumer can wait on later
 //   capsule_of      an owned tensor as a DLPack capsule that deletes it if never consumed
 // Consumer side (a function that takes arrays of any framework and runs on your stream):
 //   Importer        each argument through its type's exchange table where it has one,
@@ -30,6 +31,13 @@
 namespace dlsync_pyext {
 
 // --- producer ------------------------------------------------------------------------------
+
+inline int dl_sync_tensor_record_any(DLManagedTensorVersioned *t, dl_sync_stream producer) {
+  return dl_sync_tensor_record(t, producer);
+}
+inline int dl_sync_tensor_record_any(DLManagedTensor *t, dl_sync_stream producer) {
+  return dl_sync_legacy_tensor_record(t, producer);
+}
 
 // stream= of __dlpack__: None, or an int (a bool is no stream: TypeError).
 inline int stream_arg(PyObject *stream, dl_sync_stream_arg *out) {
@@ -64,6 +72,23 @@ inline int export_to(dl_sync_stream producer, PyObject *stream) {
     status = dl_sync_export(producer, arg);
   }
   return dl_sync_python_check(status);
+}
+
+// A type that keeps per-tensor events: for stream=-1 (the consumer orders itself) the tensor
+// carries an event recorded on the producer's stream, which any copy of dlsync waits on when
+// the consumer uses the tensor (dl_sync_tensor_wait, a group's dl_sync_group_add_tensor), so
+// that a consumer that keeps the tensor need not know our stream. Not while the producer
+// captures (the event would belong to the capture): the tensor then carries none.
+inline bool is_minus_one(PyObject *stream) {
+  return PyLong_Check(stream) && !PyBool_Check(stream) && PyLong_AsLongLong(stream) == -1;
+}
+
+template <typename Tensor>
+int record_event(Tensor *tensor, dl_sync_stream producer) {
+  PyThreadState *thread = PyEval_SaveThread();
+  int status = dl_sync_tensor_record_any(tensor, producer);
+  PyEval_RestoreThread(thread);
+  return status == DL_SYNC_ECAPTURE ? 0 : dl_sync_python_check(status);
 }
 
 // max_version=: versioned (DLPack 1) when the consumer names a major of 1 or more.

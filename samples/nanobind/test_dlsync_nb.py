@@ -175,6 +175,74 @@ class Consumer(Base):
         sim.close()
 
 
+class Exported:
+    """A tensor exported earlier with stream=-1 (so it carries an event of its producer's
+    stream, recorded then), handed to a consumer later: the consumer must wait on the
+    tensor's event, since nothing ordered the export."""
+
+    def __init__(self, array):
+        self.device = array.__dlpack_device__()
+        self.capsule = array.__dlpack__(stream=-1, max_version=(1, 3))
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self.capsule
+
+
+class PerTensorEvents(Base):
+    """A tensor that carries an event of its producer's stream: copy() waits on it."""
+
+    PRODUCER = None  # the module whose Array produces: this one, or another copy of dlsync
+
+    def exchange(self, sim, ordered):
+        producer_module = self.PRODUCER() if self.PRODUCER else self.m
+        if producer_module is not self.m:
+            producer_module.use_simulated_device(sim)
+        producer, ours = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+        producer_module.use_stream(producer.handle)
+        a = producer_module.Array(bytearray(SIZE), CUDA)
+        gate = sim.hold(producer)
+        producer_module.fill(a, 7)
+        before = producer_module.deleters_run()
+        x = Exported(a)  # the event is recorded on the producer's stream, now
+        self.m.use_stream(ours.handle)  # (one module: its stream is ours from here on)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        (self.m.copy if ordered else self.m.copy_unordered)(x, dst)
+        del x
+        if not ordered:
+            ours.synchronize()  # it did not wait for the held write
+        gate.release()
+        sim.synchronize()
+        self.m.release_poll()
+        self.assertEqual(producer_module.deleters_run(), before + 1)
+        sim.host_read(dst.memory)
+        producer_module.use_stream(None)
+        return bytes(dst.memory)
+
+    def test_the_event_orders_the_read(self):
+        sim = self.open(jitter_us=50, seed=11)
+        self.assertTrue(self.exchange(sim, ordered=True) == b"\x07" * SIZE)
+        sim.close()
+
+    def test_control_without_the_wait(self):
+        sim = self.open()
+        self.assertTrue(self.exchange(sim, ordered=False) == b"\x00" * SIZE)
+        with self.assertRaisesRegex(AssertionError, "race"):
+            sim.close()
+
+    def test_under_capture_no_event_is_recorded(self):
+        sim = self.open()
+        producer = sim.stream(non_blocking=True)
+        self.m.use_stream(producer.handle)
+        a = self.m.Array(bytearray(SIZE), CUDA)
+        producer.begin_capture()
+        a.__dlpack__(stream=-1, max_version=(1, 3))  # the consumer orders itself: allowed
+        self.assertEqual(producer.end_capture(), (0, 0))
+        sim.close()
+
+
 class Producer(Base):
     """Array.__dlpack__ and the Array type's exchange table."""
 

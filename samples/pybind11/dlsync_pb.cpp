@@ -148,6 +148,15 @@ py::object array_dlpack(py::handle self, py::object stream, py::object max_versi
     throw py::error_already_set();
   Export *e = new_export(self.ptr(), versioned);
   if (e == nullptr) throw std::bad_alloc();
+  // stream=-1: the tensor carries an event of our stream instead (per-tensor events).
+  if (dlsync_pyext::is_minus_one(stream.ptr())) {
+    dl_sync_stream producer = dl_sync_stream_view(a.device, stream_on(a.device));
+    if ((versioned ? dlsync_pyext::record_event(&e->versioned, producer)
+                   : dlsync_pyext::record_event(&e->legacy, producer)) != 0) {
+      versioned ? e->versioned.deleter(&e->versioned) : e->legacy.deleter(&e->legacy);
+      throw py::error_already_set();
+    }
+  }
   PyObject *capsule =
       versioned ? dlsync_pyext::capsule_of(&e->versioned) : dlsync_pyext::capsule_of(&e->legacy);
   if (capsule == nullptr) throw py::error_already_set();
