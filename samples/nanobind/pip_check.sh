@@ -16,7 +16,7 @@ pip_pin=pip==26.3
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
 export DL_SYNC_PYPI_SITE=${DL_SYNC_PYPI_SITE:-$PWD/build/pypi-site}
 
-snapshot() { git status --porcelain --untracked-files=all -- python samples include sync; }
+snapshot() { find python samples include sync -type f ! -name '*.pyc' -printf '%p %s %T@\n' | LC_ALL=C sort; }
 before=$(snapshot)
 rm -rf "$scratch"
 start=$SECONDS
@@ -27,7 +27,8 @@ venv_python=$scratch/venv/bin/python
 "$venv_python" -m pip install --quiet --no-build-isolation ./python
 "$venv_python" -m pip install --quiet --timeout 60 --retries 2 ./samples/nanobind ./samples/pybind11
 echo "bindings: pip installed the module and both samples in $((SECONDS - start)) s"
-[ "$(snapshot)" = "$before" ] || { echo "FAIL: pip install wrote into the sources:" >&2; snapshot >&2; exit 1; }
+[ "$(snapshot)" = "$before" ] ||
+  { echo "FAIL: pip install wrote into the sources:" >&2; diff <(echo "$before") <(snapshot) >&2; exit 1; }
 for sample in nanobind/test_dlsync_nb pybind11/test_dlsync_pb; do
   (cd "samples/$(dirname $sample)" &&
      PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m unittest -v "$(basename $sample)" 2>&1) |
