@@ -175,6 +175,63 @@ class Consumer(Base):
         sim.close()
 
 
+class Pooled:
+    """A framework whose memory comes from a stream-ordered pool (a caching allocator): its
+    __dlpack__ orders with dlsync.export, and once the tensor's deleter ran the pool hands
+    the block to the producer's next allocation on its stream at once."""
+
+    def __init__(self, pool, stream):
+        self.pool, self.stream = pool, stream
+        self.block = pool.alloc(stream)
+
+    def __dlpack_device__(self):
+        return CUDA
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        dlsync.export(CUDA, self.stream, stream)
+        return self.pool.export(self.block, self.stream, reuse=False)
+
+
+class Release(Base):
+    """copy() gives each argument back after its kernel (dl_sync_tensor_release): the
+    producer's pool cannot hand the memory out while the kernel may still read it."""
+
+    def exchange(self, sim, ordered):
+        producer, ours = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+        self.m.use_stream(ours.handle)
+        pool = dlsync.testing.StreamOrderedPool(SIZE)
+        x = Pooled(pool, producer)
+        sim.write(producer, x.block, 7)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        gate = sim.hold(ours)  # our kernel certainly reads late
+        (self.m.copy if ordered else self.m.copy_unordered)(x, dst)
+        again = pool.alloc(producer)  # the producer's next allocation and its write
+        sim.write(producer, again, 3)
+        if not ordered:
+            producer.synchronize()  # the rewrite is done before our kernel reads
+        gate.release()
+        sim.synchronize()
+        self.m.release_poll()
+        sim.host_read(dst.memory)
+        return again is x.block, bytes(dst.memory)
+
+    def test_the_memory_is_not_reused_under_the_kernel(self):
+        sim = self.open(jitter_us=50, seed=13)
+        reused, seen = self.exchange(sim, ordered=True)
+        self.assertFalse(reused)  # the release waits for the kernel
+        self.assertTrue(seen == b"\x07" * SIZE)
+        self.assertEqual(self.m.release_pending(), 0)
+        sim.close()
+
+    def test_control_the_deleter_at_return(self):
+        sim = self.open()
+        reused, seen = self.exchange(sim, ordered=False)
+        self.assertTrue(reused)
+        self.assertTrue(seen == b"\x03" * SIZE)  # the producer's next write, read as ours
+        with self.assertRaisesRegex(AssertionError, "race"):
+            sim.close()
+
+
 class Exported:
     """A tensor exported earlier with stream=-1 (so it carries an event of its producer's
     stream, recorded then), handed to a consumer later: the consumer must wait on the

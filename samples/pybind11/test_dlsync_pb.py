@@ -35,6 +35,10 @@ class PerTensorEvents(test_dlsync_nb.PerTensorEvents):
     MODULE = staticmethod(module)
 
 
+class Release(test_dlsync_nb.Release):
+    MODULE = staticmethod(module)
+
+
 try:
     import dlsync_nb
 except ImportError as error:  # pragma: no cover
