@@ -289,6 +289,14 @@ class Importer {
   }
 
   int from_dlpack(PyObject *obj, Imported *out) {
+    if (!PyObject_HasAttrString(obj, "__dlpack__") ||
+        !PyObject_HasAttrString(obj, "__dlpack_device__")) {
+      PyErr_Format(PyExc_TypeError,
+                   "%R: expected an array with a DLPack exchange table, or __dlpack__ and "
+                   "__dlpack_device__",
+                   obj);
+      return -1;
+    }
     // The consumer's stream as the producer's device reads stream= (None on the CPU).
     dl_sync_stream_arg arg;
     int status = dl_sync_stream_to_arg(consumer_, &arg);

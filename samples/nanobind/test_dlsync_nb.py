@@ -170,8 +170,10 @@ class Consumer(Base):
             self.m.copy(np.zeros(8, np.uint8), dst)
         with self.assertRaisesRegex(ValueError, "differ in size"):
             self.m.copy(self.m.Array(bytearray(4), CUDA), dst)
-        with self.assertRaises(AttributeError):
+        with self.assertRaisesRegex(TypeError, "expected an array with a DLPack exchange table"):
             self.m.copy(object(), dst)
+        with self.assertRaisesRegex(TypeError, "incompatible function arguments"):
+            self.m.copy(np.zeros(8, np.uint8), bytearray(8))  # dst: an Array
         sim.close()
 
 
