@@ -302,6 +302,75 @@ class PerTensorEvents(Base):
         sim.close()
 
 
+class PoolRecorded:
+    """A framework whose pool records a per-tensor event at export (the dlsync module does:
+    StreamOrderedPool.export with reuse records an event of the producer's stream and names
+    it as the reuse stream) and orders nothing else: the consumer must recognise the dlsync
+    module's owner record, another copy of dlsync than its own, to wait on the event."""
+
+    def __init__(self, pool, stream):
+        self.pool, self.stream = pool, stream
+        self.block = pool.alloc(stream)
+
+    def __dlpack_device__(self):
+        return CUDA
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self.pool.export(self.block, self.stream, reuse=True)
+
+
+class ModuleRecordedEvents(Base):
+    """copy() waits on an event the dlsync module recorded, and releases the tensor onto the
+    module's reuse stream: the module exports its two deleters, so this extension's copy of
+    dlsync recognises its tensors (dladdr names them)."""
+
+    def exchange(self, sim, ordered, hold):
+        producer, ours = sim.stream(non_blocking=True), sim.stream(non_blocking=True)
+        self.m.use_stream(ours.handle)
+        pool = dlsync.testing.StreamOrderedPool(SIZE)
+        x = PoolRecorded(pool, producer)
+        dst = self.m.Array(bytearray(SIZE), CUDA)
+        gate = sim.hold(producer if hold == "producer" else ours)
+        sim.write(producer, x.block, 7)
+        (self.m.copy if ordered else self.m.copy_unordered)(x, dst)
+        pending = self.m.release_pending()
+        again = pool.alloc(producer)  # the producer's next allocation and its write
+        sim.write(producer, again, 3)
+        if not ordered:
+            ours.synchronize()  # it waited for nothing
+        gate.release()
+        sim.synchronize()
+        self.m.release_poll()
+        sim.host_read(dst.memory)
+        return bytes(dst.memory), pending, again is x.block
+
+    def test_the_event_orders_the_read(self):
+        """The producer's write is held: only a wait on the tensor's event orders it."""
+        sim = self.open(jitter_us=50, seed=17)
+        seen, _, _ = self.exchange(sim, ordered=True, hold="producer")
+        self.assertEqual(sim.race_count, 0, sim.race_report())
+        self.assertTrue(seen == b"\x07" * SIZE)
+        sim.close()
+
+    def test_the_release_orders_the_reuse_stream(self):
+        """Our kernel is held: the release makes the reuse stream wait for it and gives the
+        block back at once (not deferred), so the producer's next write lands after our read."""
+        sim = self.open(jitter_us=50, seed=19)
+        seen, pending, reused = self.exchange(sim, ordered=True, hold="ours")
+        self.assertEqual(pending, 0)
+        self.assertTrue(reused)
+        self.assertEqual(sim.race_count, 0, sim.race_report())
+        self.assertTrue(seen == b"\x07" * SIZE)
+        sim.close()
+
+    def test_control_without_the_wait(self):
+        sim = self.open()
+        seen, _, _ = self.exchange(sim, ordered=False, hold="producer")
+        self.assertTrue(seen == b"\x00" * SIZE)
+        with self.assertRaisesRegex(AssertionError, "race"):
+            sim.close()
+
+
 class Producer(Base):
     """Array.__dlpack__ and the Array type's exchange table."""
 

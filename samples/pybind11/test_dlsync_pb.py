@@ -39,6 +39,10 @@ class Release(test_dlsync_nb.Release):
     MODULE = staticmethod(module)
 
 
+class ModuleRecordedEvents(test_dlsync_nb.ModuleRecordedEvents):
+    MODULE = staticmethod(module)
+
+
 try:
     import dlsync_nb
 except ImportError as error:  # pragma: no cover
