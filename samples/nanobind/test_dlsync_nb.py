@@ -336,8 +336,8 @@ class ModuleRecordedEvents(Base):
         pending = self.m.release_pending()
         again = pool.alloc(producer)  # the producer's next allocation and its write
         sim.write(producer, again, 3)
-        if not ordered:
-            ours.synchronize()  # it waited for nothing
+        if not ordered:  # nothing waits: the stream not held runs to its end first
+            (ours if hold == "producer" else producer).synchronize()
         gate.release()
         sim.synchronize()
         self.m.release_poll()
@@ -366,7 +366,15 @@ class ModuleRecordedEvents(Base):
     def test_control_without_the_wait(self):
         sim = self.open()
         seen, _, _ = self.exchange(sim, ordered=False, hold="producer")
-        self.assertTrue(seen == b"\x00" * SIZE)
+        self.assertTrue(seen == b"\x00" * SIZE)  # read before the held write
+        with self.assertRaisesRegex(AssertionError, "race"):
+            sim.close()
+
+    def test_control_the_deleter_at_return(self):
+        sim = self.open()
+        seen, _, reused = self.exchange(sim, ordered=False, hold="ours")
+        self.assertTrue(reused)
+        self.assertTrue(seen == b"\x03" * SIZE)  # the producer's next write, read as ours
         with self.assertRaisesRegex(AssertionError, "race"):
             sim.close()
 
