@@ -101,8 +101,9 @@ if WINDOWS:
     SYSTEM_LIBRARIES = ["psapi"] if MSVC else ["psapi", "pthread"]
 else:
     SYSTEM_LIBRARIES = ["pthread", "dl"]
-# The extension exports only its init function: a version script where the linker is
-# GNU ld's or lld's for ELF; on Windows only what is marked for export leaves a DLL.
+# The extension exports only its init function and the tensor-event deleters (exports.map):
+# a version script where the linker is GNU ld's or lld's for ELF; on Windows only what is
+# marked for export leaves a DLL (there, no copy recognises another's tensors by name).
 LINK_ARGS = [] if WINDOWS else ["-Wl,--version-script=" + os.path.relpath(os.path.join(HERE, "dlsync", "exports.map"), HERE)]
 
 

@@ -28,6 +28,11 @@ for cc in gcc clang; do
   ctest --test-dir "$build" --output-on-failure -j"$jobs"
 done
 
+# The nanobind and pybind11 samples as a user installs them: a fresh venv, pip with build
+# isolation (scikit-build-core, nanobind, pybind11 pinned from PyPI), their tests.
+echo "== binding samples: pip install samples/nanobind samples/pybind11, tests"
+bash samples/nanobind/pip_check.sh /usr/bin/python3 build/bindings-check
+
 sanitized() { # name, C flags, extra cmake arguments...
   local name=$1 flags=$2
   shift 2

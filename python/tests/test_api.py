@@ -1,10 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """dlsync's Python API without a device: every cell of the stream table, the exception
 kinds and messages, the stream-object protocols and the capture policy."""
+import ctypes
+import shutil
+import subprocess
+import sys
 import types
 import unittest
 
 import dlsync
+import dlsync.testing
+from dlsync import _dlsync
 from dlsync._dlsync import _raise_status
 
 CUDA_TYPES = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
@@ -440,6 +446,43 @@ class Package(unittest.TestCase):
 
     def test_version(self):
         self.assertRegex(dlsync.__version__, r"^\d+\.\d+\.\d+$")
+
+
+# What the extension exports (dlsync/exports.map): its init function, and the two deleters by
+# whose names other copies of dlsync recognise the tensors the module records.
+DELETERS = ("dl_sync_legacy_tensor_event_deleter_v1", "dl_sync_tensor_event_deleter_v1")
+EXPORTED = ("PyInit__dlsync",) + DELETERS
+
+
+@unittest.skipUnless(sys.platform.startswith("linux"), "an ELF dynamic symbol table: Linux only")
+class Exports(unittest.TestCase):
+    """The extension's dynamic symbol table lists exactly EXPORTED: its copy of dlsync stays
+    private, but another copy can name the deleter of a tensor the module records."""
+
+    def test_the_dynamic_symbol_table(self):
+        nm = shutil.which("nm")
+        if nm is None:
+            self.skipTest("nm is not installed (Debian: binutils)")
+        table = subprocess.run([nm, "-D", "--defined-only", _dlsync.__file__], check=True,
+                               capture_output=True, text=True).stdout
+        self.assertEqual(sorted(line.split()[-1] for line in table.splitlines()), sorted(EXPORTED))
+
+    def test_a_recorded_tensor_carries_the_exported_deleter(self):
+        """The deleter of a tensor the module records (a pool's export with its reuse
+        stream) is the function the module exports under the versioned name."""
+        module = ctypes.CDLL(_dlsync.__file__)  # the loaded module: dlsym sees its exports only
+        exported = ctypes.cast(module.dl_sync_tensor_event_deleter_v1, ctypes.c_void_p).value
+        pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        pointer.restype, pointer.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
+        with dlsync.testing.SimulatedDevice() as sim:
+            stream = sim.stream(non_blocking=True)
+            pool = dlsync.testing.StreamOrderedPool(8)
+            capsule = pool.export(pool.alloc(stream), stream, reuse=True)
+            tensor = pointer(capsule, b"dltensor_versioned")
+            # DLManagedTensorVersioned: version (8 bytes), manager_ctx, then the deleter.
+            deleter = ctypes.c_void_p.from_address(tensor + 8 + ctypes.sizeof(ctypes.c_void_p))
+            self.assertEqual(deleter.value, exported)
+            del capsule
 
 
 if __name__ == "__main__":
