@@ -82,6 +82,7 @@ static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, 
 
 static void pool_free(dl_sync__pool *pool) {
   atomic_fetch_sub(&pools_allocated, 1);
+  dl_sync__watch_free(pool);
   free(pool->ring);
   free(pool);
 }
@@ -358,6 +359,8 @@ static int drain(dl_sync__pool *pool, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
+  int watch = dl_sync__watch_destroy(pool, alive);
+  if (*status == DL_SYNC_OK) *status = watch;
   return unused;
 }
 

@@ -29,6 +29,7 @@ struct dl_sync__pool {
   void **ring;         /* idle events, oldest at head */
   size_t head, count, capacity;
   uint64_t created, destroyed, outstanding, acquired;
+  _Atomic(dl_sync__watch *) watch; /* deferred releases' own stream (release_watch.c) */
 };
 
 /* event_pool.c: takes back a cache's events and its count of borrows (the caller holds the

@@ -38,6 +38,9 @@ typedef enum dl_sync_op {
   DL_SYNC_OP_EVENT_QUERY,
   DL_SYNC_OP_CAPTURE_INFO,
   DL_SYNC_OP_GRAPH_RETAIN,
+  DL_SYNC_OP_OWN_STREAM_CREATE,
+  DL_SYNC_OP_OWN_STREAM_CHECK,
+  DL_SYNC_OP_OWN_STREAM_DESTROY,
   DL_SYNC_OP_COUNT
 } dl_sync_op;
 
@@ -150,17 +153,21 @@ struct dl_sync_backend {
   const char *context_call_names[5];
 
   /* Added after the first layout: read only when size covers them. */
-  /** Asked before dlsync queries or synchronizes an event it recorded on stream outside any
-      capture (a pending release's; the stream may have been destroyed since): *busy = 1
-      when that must not happen now, because the runtime would invalidate a capture of
-      stream (HIP 6.2 to 7.2.0: hipEventQuery and hipEventSynchronize read the event's last
-      recording stream and invalidate its capture, whatever the thread's interaction mode),
-      or because stream is no longer valid and the runtime would read it anyway (HIP from
-      5.7). *busy is 1 on entry when this thread cannot name the stream (another thread's
-      per-thread default stream): answer 0 then only where asking never reads the recording
-      stream. Called with the stream's device current. NULL: never busy (CUDA, where a query
-      in the relaxed interaction mode disturbs no capture and reads no stream). */
-  int (*recording_stream_busy)(void *ctx, void *stream, int *busy);
+  /** For a runtime whose event query or synchronization reads the stream the event was
+      last recorded on (HIP: it may invalidate that stream's capture, or read it after it
+      was destroyed, or answer for the asking thread's own per-thread stream): dlsync then
+      never asks about an event recorded on a stream it does not own. A deferred release
+      records an event on the consumer's stream, makes a stream of its own wait for it and
+      records there the event it asks about later. own_stream_create makes that stream on
+      the current device (context): non-blocking, never captured, destroyed with
+      own_stream_destroy at dl_sync_shutdown; own_stream_check answers 0 while the stream
+      exists, the runtime's code once it is gone (a device reset destroyed it), without
+      reading a destroyed one. The three come together (and available() may say they are
+      not used now: DL_SYNC_OP_OWN_STREAM_CREATE); NULL: the runtime's queries read no
+      stream (CUDA), and dlsync asks about the event recorded on the consumer's stream. */
+  int (*own_stream_create)(void *ctx, void **stream);
+  int (*own_stream_check)(void *ctx, void *stream);
+  int (*own_stream_destroy)(void *ctx, void *stream);
 };
 
 /**

@@ -27,7 +27,7 @@
 #include <string.h>
 
 static long destroyed_stream_reads, destroyed_event_uses, defective_external_wait_calls,
-    legacy_handle_uses, null_stream_records, null_stream_waits;
+    legacy_handle_uses, null_stream_records, null_stream_waits, streams_created;
 static long hip_counter(const char *name);
 #define FAKE_GPU_MORE_COUNTERS(name) hip_counter(name)
 #include "fake_gpu.h"
@@ -193,6 +193,21 @@ FAKE_EXPORT hipError_t hipSetDevice(int device) {
 FAKE_EXPORT hipError_t hipStreamCreate(hipStream_t *stream) {
   NEED_DEVICE();
   *stream = fake_stream_new(fake_current_device);
+  return answer(hipSuccess);
+}
+
+/* hipStreamCreateWithFlags (clr rocm-6.2.0 hipamd/src/hip_stream.cpp; the same in hipamd
+   rocm-5.2.0 src/hip_stream.cpp): a NULL pointer is hipErrorInvalidValue, then
+   ihipStreamCreate makes the stream, hipStreamNonBlocking (0x1) one that does not
+   synchronize with the null stream. */
+FAKE_EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+  NEED_DEVICE();
+  if (stream == NULL) return answer(hipErrorInvalidValue);
+  fake_stream *made = fake_stream_new(fake_current_device);
+  if (made == NULL) return answer(hipErrorInvalidValue); /* the fake's limit */
+  made->non_blocking = (flags & 0x1) != 0;
+  *stream = made;
+  streams_created++;
   return answer(hipSuccess);
 }
 
@@ -838,5 +853,6 @@ static long hip_counter(const char *name) {
   if (strcmp(name, "legacy_handle_uses") == 0) return legacy_handle_uses;
   if (strcmp(name, "null_stream_records") == 0) return null_stream_records;
   if (strcmp(name, "null_stream_waits") == 0) return null_stream_waits;
+  if (strcmp(name, "streams_created") == 0) return streams_created;
   return -1;
 }

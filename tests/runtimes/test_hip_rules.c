@@ -135,7 +135,9 @@ static dl_sync_backend unguarded;
 
 static void install_unguarded(void) {
   unguarded = *dl_sync_hip_backend();
-  unguarded.recording_stream_busy = NULL;
+  unguarded.own_stream_create = NULL;
+  unguarded.own_stream_check = NULL;
+  unguarded.own_stream_destroy = NULL;
   DL_OK(dl_sync_set_backend(kDLROCM, &unguarded));
 }
 
@@ -247,38 +249,37 @@ static void test_raw_calls_in_the_global_mode_invalidate_it(void **state) {
 
 /* ---- the consumer stream captures, or is destroyed, after a deferred release ----------- */
 
-/* Whether dlsync asks a release's stream first (recording_stream_busy): where the runtime
-   reads the event's stream to answer, from 5.7 (5.2 to 5.5 read none: hipamd rocm-5.5.0
-   src/hip_event.cpp hipEventQuery, hipEventSynchronize). */
-static int stream_asked_first(void) {
-  return AT_LEAST(5, 7, 0);
+/* A deferred release's event is recorded on a stream of dlsync's own, after a wait for the
+   consumer's work (dlsync/backend.h own_stream_create), on every release: the runtime's
+   query reads only that stream. */
+static int own_streams(void) {
+  return (int)counter("streams_created");
 }
 
-/* A deferred release's consumer stream that begins capturing: from 6.2 to 7.2.0 a query of
-   its event would invalidate that capture, so dlsync leaves the release pending while it
-   captures, and a poll after the capture finishes it. Before 5.7 it is asked, harmlessly. */
-static void test_a_release_waits_while_its_stream_captures(void **state) {
+/* A deferred release's consumer stream that begins capturing: the release is finished
+   while the capture goes on, and the capture survives, on every release (from 6.2 to 7.2.0
+   a query of an event recorded on the capturing stream would invalidate it). */
+static void test_a_release_finishes_while_its_stream_captures(void **state) {
   (void)state;
-  int waits = stream_asked_first();
   void *c = new_stream();
   int deleted = 0;
   DLManagedTensorVersioned tensor = tensor_counting(&deleted);
   assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
   HIP_OK(begin_fn, "hipStreamBeginCapture", c, MODE_GLOBAL);
-  assert_int_equal(dl_sync_release_poll(), !waits);
-  assert_int_equal(dl_sync_release_pending(), waits);
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 1);
+  assert_int_equal(dl_sync_release_pending(), 0);
   assert_int_equal(status_of(c), ACTIVE);
   void *graph = end_capture(c);
   assert_non_null(graph);
   destroy_graph(graph);
-  assert_int_equal(dl_sync_release_poll(), waits);
-  assert_int_equal(deleted, 1);
   HIP_OK(handle_fn, "hipStreamDestroy", c);
 }
 
-/* The control: asked anyway, the event's query invalidates the consumer's capture from 6.2
-   to 7.2.0 (hipErrorCapturedEvent: the release's query fails, and shutdown reports it);
-   5.x and 7.2.1 ask without harm (an event recorded outside the capture). */
+/* The control: asked on the consumer's stream, the event's query invalidates the consumer's
+   capture from 6.2 to 7.2.0 (hipErrorCapturedEvent); 5.x and 7.2.1 ask without harm (an
+   event recorded outside the capture). The capture's refusal is no final answer: the
+   release is asked again once the capture ended, and finished (dl_sync_shutdown). */
 static void test_unguarded_the_query_invalidates_the_capture(void **state) {
   (void)state;
   int invalidates = AT_LEAST(6, 2, 0) && !AT_LEAST(7, 2, 1);
@@ -294,36 +295,31 @@ static void test_unguarded_the_query_invalidates_the_capture(void **state) {
   assert_int_equal(graph != NULL, !invalidates);
   destroy_graph(graph);
   assert_int_equal(deleted, !invalidates);
-  assert_int_equal(dl_sync_shutdown(), invalidates ? DL_SYNC_EBACKEND : DL_SYNC_OK);
+  DL_OK(dl_sync_shutdown());
+  assert_int_equal(deleted, 1);
   HIP_OK(handle_fn, "hipStreamDestroy", c);
 }
 
-/* A deferred release's consumer stream destroyed: HIP reads the event's stream to answer
-   (from 5.7; 7.0 validates no handle), so dlsync never asks; the release stays pending and
-   dl_sync_shutdown reports it (its own process: it never finishes). Before 5.7 it is
-   asked, and nothing reads the stream. */
+/* A deferred release's consumer stream destroyed: the release is finished without a read
+   of that stream (from 5.7 HIP would read it to answer a query of an event recorded there;
+   7.0 validates no handle), once, on every release. */
 static void test_a_destroyed_consumer_stream_is_never_read(void **state) {
   (void)state;
-  int waits = stream_asked_first();
   void *c = new_stream();
   int deleted = 0;
   DLManagedTensorVersioned tensor = tensor_counting(&deleted);
   assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
   HIP_OK(handle_fn, "hipStreamDestroy", c);
   long reads = counter("destroyed_stream_reads");
-  assert_int_equal(dl_sync_release_poll(), !waits);
-  assert_int_equal(dl_sync_shutdown(), waits ? DL_SYNC_EBACKEND : DL_SYNC_OK);
-  if (waits) {
-    print_message("%s\n", dl_sync_last_error());
-    assert_error_mentions("was destroyed where the runtime would read it");
-  }
+  assert_int_equal(dl_sync_release_poll(), 1);
+  DL_OK(dl_sync_shutdown());
   assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
-  assert_int_equal(dl_sync_release_pending(), waits);
-  assert_int_equal(deleted, !waits);
+  assert_int_equal(dl_sync_release_pending(), 0);
+  assert_int_equal(deleted, 1);
 }
 
-/* The control: asked anyway, the query reads the destroyed stream from 6.2 (5.x's query
-   reads no stream). */
+/* The control: asked on the consumer's stream, the query reads the destroyed stream from 6.2
+   (5.x's query reads no stream). */
 static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
   (void)state;
   install_unguarded();
@@ -340,36 +336,45 @@ static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
 /* ---- hipDeviceReset without dl_sync_shutdown ---------------------------------------- */
 
 /* hipDeviceReset destroys the device's streams and no event: dlsync's pooled events stay
-   valid and are used again (no event is made, none used destroyed), a release pending on a
-   stream the reset destroyed is never asked (nothing reads it) and shutdown reports it.
-   What dlsync cannot guard: a tensor event recorded on such a stream reads it when
-   synchronized, from 6.2 (the event does not say its stream) -- hence dl_sync_shutdown, and
-   no tensor of before, across a reset (docs/runtimes.md). Its own process: the release
-   never finishes. */
+   valid and are used again (no event is made, none used destroyed). The reset destroys
+   dlsync's own stream too: a poll checks it (hipStreamGetCaptureInfo_v2 validates the
+   handle) and never reads it again; the release pending there fails for good, on every
+   release (no version may say that asking is safe), and shutdown reports it. A release
+   after the reset gets a new own stream and is finished. What dlsync cannot guard: a
+   tensor event recorded on a stream the reset destroyed reads it when synchronized, from
+   6.2 (the event does not say its stream) -- hence dl_sync_shutdown, and no tensor of
+   before, across a reset (docs/runtimes.md). Its own process: the release never
+   finishes. */
 static void test_a_device_reset_keeps_the_pools(void **state) {
   (void)state;
-  int waits = stream_asked_first();
   void *a = new_stream(), *b = new_stream(), *c = new_stream();
   DL_OK(dl_sync_push_dep(on(a), on(b)));
-  int deleted = 0, produced = 0;
+  int deleted = 0, produced = 0, deleted_after = 0;
   DLManagedTensorVersioned made = tensor_counting(&produced);
   DL_OK(dl_sync_tensor_record(&made, on(a)));
   DLManagedTensorVersioned released = tensor_counting(&deleted);
   assert_int_equal(dl_sync_tensor_release(&released, on(c)), DL_SYNC_RELEASE_DEFERRED);
   HIP_OK(int_fn, "hipDeviceReset");
   long reads = counter("destroyed_stream_reads"), created = counter("event_create");
-  assert_int_equal(dl_sync_release_poll(), !waits);
+  long own = own_streams();
+  assert_int_equal(dl_sync_release_poll(), 0);
   assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
   void *a2 = new_stream(), *b2 = new_stream();
   DL_OK(dl_sync_push_dep(on(a2), on(b2)));
   DL_OK(dl_sync_export(on(b2), dl_sync_stream_arg_int((int64_t)(intptr_t)a2)));
   assert_int_equal(counter("event_create") - created, 0);
+  DLManagedTensorVersioned after = tensor_counting(&deleted_after);
+  assert_int_equal(dl_sync_tensor_release(&after, on(b2)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(own_streams() - own, 1);
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted_after, 1);
   assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
   DL_OK(dl_sync_tensor_synchronize(&made));
   assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(6, 2, 0) ? 1 : 0);
-  assert_int_equal(dl_sync_shutdown(), waits ? DL_SYNC_EBACKEND : DL_SYNC_OK);
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
+  assert_error_mentions("1 releases could not be finished");
   assert_int_equal(counter("destroyed_event_uses"), 0);
-  assert_int_equal(deleted, !waits);
+  assert_int_equal(deleted, 0);
   made.deleter(&made);
 }
 
@@ -601,7 +606,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       TEST(test_another_threads_global_capture_survives_dlsync),
       TEST(test_raw_calls_in_the_global_mode_invalidate_it),
-      TEST(test_a_release_waits_while_its_stream_captures),
+      TEST(test_a_release_finishes_while_its_stream_captures),
+      TEST(test_a_destroyed_consumer_stream_is_never_read),
       TEST(test_unguarded_the_query_invalidates_the_capture),
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
@@ -611,10 +617,9 @@ int main(int argc, char **argv) {
       TEST(test_the_runtime_sees_hip_stream_legacy),
       TEST(test_an_external_wait_node_follows_the_captured_work),
       TEST(test_hip_event_wait_external_is_what_the_fake_flags),
-      /* These two leave a release pending for good: each runs alone (TEST_NAME). */
-      cmocka_unit_test(test_a_destroyed_consumer_stream_is_never_read),
+      /* This one leaves a release failed for good: it runs alone (TEST_NAME). */
       cmocka_unit_test(test_a_device_reset_keeps_the_pools),
   };
-  if (argc <= 2) cmocka_set_skip_filter("test_a_de*");
+  if (argc <= 2) cmocka_set_skip_filter("test_a_device_reset*");
   return cmocka_run_group_tests_name("hip_rules", tests, NULL, NULL);
 }
