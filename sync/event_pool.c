@@ -339,7 +339,7 @@ int dl_sync__pool_alive(const dl_sync__pool *pool) {
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
    Returns the first failure's status in *status, and whether the pool may be freed now
    (else its last outstanding event frees it: dl_sync__pool_release). */
-static int drain(dl_sync__pool *pool, int *status) {
+static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
   int alive = dl_sync__pool_alive(pool);
@@ -359,12 +359,12 @@ static int drain(dl_sync__pool *pool, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  int watch = dl_sync__watch_destroy(pool, alive);
+  int watch = keep_own_stream && !unused ? DL_SYNC_OK : dl_sync__watch_destroy(pool, alive);
   if (*status == DL_SYNC_OK) *status = watch;
   return unused;
 }
 
-int dl_sync__pools_drain_all(void) {
+int dl_sync__pools_drain_all(int keep_own_streams) {
   int status = DL_SYNC_OK;
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
@@ -373,7 +373,7 @@ int dl_sync__pools_drain_all(void) {
       dl_sync__pool *pool = atomic_exchange(&set->pools[d], NULL);
       while (pool != NULL) {
         dl_sync__pool *next = pool->next;
-        if (drain(pool, &status)) pool_free(pool);
+        if (drain(pool, keep_own_streams, &status)) pool_free(pool);
         pool = next;
       }
     }
