@@ -389,6 +389,9 @@ extern atomic_int dl_sync__releases_pending;
 typedef struct dl_sync__pending dl_sync__pending;
 /* EINVAL (naming the tensor) when tensor waits for its release already. */
 int dl_sync__release_check_new(const void *tensor);
+/* For the tests: called (when set) while the tensor set grows, its old buckets freed and the
+   new ones not yet in place, under the queues' lock. */
+extern void (*dl_sync__release_grow_hook)(void);
 /* A release of tensor for a deleter to run later; NULL without memory. Freed with free()
    until it is deferred or kept. */
 dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy);

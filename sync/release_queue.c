@@ -100,6 +100,8 @@ static void unlock(void) {
   dl_sync__spin_unlock(&held);
 }
 
+void (*dl_sync__release_grow_hook)(void);
+
 static size_t hash_pointer(const void *p) {
   uint64_t x = (uint64_t)(uintptr_t)p * UINT64_C(0x9e3779b97f4a7c15);
   return (size_t)(x ^ (x >> 29));
@@ -135,6 +137,7 @@ static void tensor_grow(void) {
       *at = p;
     }
   free(tensors.buckets);
+  if (dl_sync__release_grow_hook != NULL) dl_sync__release_grow_hook();
   tensors.buckets = buckets;
   tensors.size = size;
 }

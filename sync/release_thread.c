@@ -8,8 +8,8 @@
  * no lock held.
  *
  * Once it has started, this copy stays mapped for the life of the process (a dlclose of its
- * holder leaves its code for the thread, which may be started again). A forked child does not have it (and never runs the parent's releases): there it
- * is stopped, and may be started again.
+ * holder leaves its code for the thread, which may be started again). A forked child does not have
+ * it (and never runs the parent's releases): there it is stopped, and may be started again.
  */
 #include <stdatomic.h>
 
