@@ -27,7 +27,8 @@
 #include <string.h>
 
 static long destroyed_stream_reads, destroyed_event_uses, defective_external_wait_calls,
-    legacy_handle_uses, null_stream_records, null_stream_waits, streams_created;
+    legacy_handle_uses, null_stream_records, null_stream_waits, streams_created,
+    per_thread_handle_uses;
 static long hip_counter(const char *name);
 #define FAKE_GPU_MORE_COUNTERS(name) hip_counter(name)
 #include "fake_gpu.h"
@@ -100,17 +101,31 @@ static hipError_t answer(hipError_t error) {
 
 /* ---- streams ----------------------------------------------------------------------- */
 
+/* hipStreamPerThread names the calling thread's own stream of the current device, made at
+   its first use, and made again when hipDeviceReset destroyed it (clr rocm-6.2.0
+   hipamd/src/hip_stream.cpp getStreamPerThread, stream_per_thread::get: a thread-local
+   hip::tls.stream_per_thread_obj_, ihipStreamCreate with hipStreamDefault). The fake keeps
+   it after its thread exits (the runtime destroys it then). */
+static _Thread_local fake_stream *own_per_thread[FAKE_MAX_DEVICES];
+
+static fake_stream *per_thread_stream(void) {
+  per_thread_handle_uses++;
+  fake_stream **own = &own_per_thread[fake_current_device];
+  if (*own == NULL || (*own)->destroyed) {
+    fake_stream *made = fake_stream_new(fake_current_device);
+    if (made == NULL) abort(); /* the fake's limit */
+    *own = made;
+  }
+  return *own;
+}
+
 /* The null stream (0) is the legacy default stream; hipStreamPerThread is (hipStream_t)2. */
 static fake_stream *resolve(hipStream_t stream) {
-  fake_stream *special;
-  if (stream == NULL)
-    special = &fake_legacy[fake_current_device];
-  else if (stream == PER_THREAD_HANDLE)
-    special = &fake_per_thread[fake_current_device];
-  else
-    return stream;
-  special->device = fake_current_device; /* the current device's own default streams */
-  return special;
+  if (stream == PER_THREAD_HANDLE) return per_thread_stream();
+  if (stream != NULL) return stream;
+  fake_stream *legacy = &fake_legacy[fake_current_device];
+  legacy->device = fake_current_device; /* the current device's own */
+  return legacy;
 }
 
 static int is_null_stream(const fake_stream *stream) {
@@ -341,15 +356,14 @@ FAKE_EXPORT hipError_t hipStreamDestroy(hipStream_t handle) {
    event: hipamd rocm-5.2.0 src/hip_device_runtime.cpp hipDeviceReset
    (Stream::destroyAllStreams), clr rocm-6.2.0 hipamd/src/hip_device.cpp Device::Reset
    (memory pools, destroyAllStreams, MemObjMap::Purge, Create), the same in the newest
-   read (rocm-systems projects/clr/hipamd/src/hip_device.cpp). The per-thread stream is one
-   of them, made again at its next use (clr d3901a76 hip_stream.cpp stream_per_thread::get:
-   "hipResetDevice destroys stream per thread"): the fake's stays, its capture gone. */
+   read (rocm-systems projects/clr/hipamd/src/hip_device.cpp). A thread's per-thread stream
+   is one of them, made again at its next use (clr d3901a76 hip_stream.cpp
+   stream_per_thread::get: "hipResetDevice destroys stream per thread"). */
 FAKE_EXPORT hipError_t hipDeviceReset(void) {
   NEED_DEVICE();
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] != NULL && fake_streams[i]->device == fake_current_device)
       destroy_stream(fake_streams[i]);
-  leave_capture(&fake_per_thread[fake_current_device]);
   return answer(hipSuccess);
 }
 
@@ -854,5 +868,6 @@ static long hip_counter(const char *name) {
   if (strcmp(name, "null_stream_records") == 0) return null_stream_records;
   if (strcmp(name, "null_stream_waits") == 0) return null_stream_waits;
   if (strcmp(name, "streams_created") == 0) return streams_created;
+  if (strcmp(name, "per_thread_handle_uses") == 0) return per_thread_handle_uses;
   return -1;
 }

@@ -333,6 +333,62 @@ static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
   assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(6, 2, 0) ? 1 : 0);
 }
 
+/* A release onto a thread's per-thread stream, finished by another thread: hipStreamPerThread
+   names the calling thread's own stream (the control below), so the poller must name no
+   per-thread stream: it asks only the event on dlsync's own stream. The poller's own
+   per-thread stream captures meanwhile, and its capture survives. */
+typedef struct per_thread_release {
+  DLManagedTensorVersioned tensor;
+  int deleted, status;
+} per_thread_release;
+
+static void *release_on_per_thread_stream(void *arg) {
+  per_thread_release *r = arg;
+  r->tensor = tensor_counting(&r->deleted);
+  r->status = dl_sync_tensor_release(&r->tensor, on(DL_SYNC_STREAM_PER_THREAD));
+  return NULL;
+}
+
+static void test_another_threads_per_thread_release_is_finished_without_its_handle(void **state) {
+  (void)state;
+  static per_thread_release r;
+  memset(&r, 0, sizeof r);
+  pthread_t releaser;
+  assert_int_equal(pthread_create(&releaser, NULL, release_on_per_thread_stream, &r), 0);
+  assert_int_equal(pthread_join(releaser, NULL), 0);
+  assert_int_equal(r.status, DL_SYNC_RELEASE_DEFERRED);
+  HIP_OK(begin_fn, "hipStreamBeginCapture", DL_SYNC_STREAM_PER_THREAD, MODE_RELAXED);
+  long uses = counter("per_thread_handle_uses");
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(counter("per_thread_handle_uses") - uses, 0);
+  assert_int_equal(r.deleted, 1);
+  assert_int_equal(status_of(DL_SYNC_STREAM_PER_THREAD), ACTIVE);
+  void *graph = end_capture(DL_SYNC_STREAM_PER_THREAD);
+  assert_non_null(graph);
+  destroy_graph(graph);
+}
+
+/* The control: the handle names the asking thread's own per-thread stream. Asked from this
+   thread while this thread's per-thread stream captures, it answers "capturing" whatever
+   another thread's per-thread stream does. */
+static void *capture_state_of_own_per_thread_stream(void *arg) {
+  *(int *)arg = status_of(DL_SYNC_STREAM_PER_THREAD);
+  return NULL;
+}
+
+static void test_the_per_thread_handle_names_the_asking_threads_stream(void **state) {
+  (void)state;
+  HIP_OK(begin_fn, "hipStreamBeginCapture", DL_SYNC_STREAM_PER_THREAD, MODE_RELAXED);
+  int seen_there = -1;
+  pthread_t asker;
+  assert_int_equal(
+      pthread_create(&asker, NULL, capture_state_of_own_per_thread_stream, &seen_there), 0);
+  assert_int_equal(pthread_join(asker, NULL), 0);
+  assert_int_equal(seen_there, NONE);
+  assert_int_equal(status_of(DL_SYNC_STREAM_PER_THREAD), ACTIVE);
+  destroy_graph(end_capture(DL_SYNC_STREAM_PER_THREAD));
+}
+
 /* ---- hipDeviceReset without dl_sync_shutdown ---------------------------------------- */
 
 /* hipDeviceReset destroys the device's streams and no event: dlsync's pooled events stay
@@ -624,6 +680,8 @@ int main(int argc, char **argv) {
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
       TEST(test_the_first_look_leaves_no_error),
+      TEST(test_another_threads_per_thread_release_is_finished_without_its_handle),
+      TEST(test_the_per_thread_handle_names_the_asking_threads_stream),
       TEST(test_a_tensor_recorded_before_its_stream_captures_is_refused_saying_why),
       TEST(test_the_tensor_wait_says_why),
       TEST(test_the_legacy_handle_reaches_the_runtime_as_the_null_stream),
