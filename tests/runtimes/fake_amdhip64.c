@@ -8,6 +8,8 @@
  * 7.2.0 from 7.2.1. Sources, named where used:
  * - ROCm/hipamd tags rocm-5.2.0, rocm-5.2.3, rocm-5.3.0 and rocm-5.5.0 (files under src/),
  *   and hip_runtime_api.h of ROCm 5.2 and ROCm/HIP rocm-6.2.0;
+ * - ROCm/clr tags rocm-5.7.0, rocm-6.0.0 and rocm-6.1.0 (hipamd/src/hip_event.cpp
+ *   hipEventSynchronize, hip_stream.cpp StreamCaptureOngoing, stream_per_thread);
  * - ROCm/clr tag rocm-6.2.0 (files under hipamd/src/) and its amd-staging branch at
  *   9faaf20a (2025-02-22, where 6.4 was developed);
  * - ROCm/clr commits b671c7ec (hip_event.cpp, about 7.0 to 7.1), d3901a76 (hip_stream.cpp,
@@ -246,12 +248,12 @@ FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
 
 enum { GLOBAL_ONES, OWN_ONES };
 
-/* Invalidates every global-mode capture of any thread (GLOBAL_ONES), or the calling thread's
-   non-relaxed ones (OWN_ONES); whether there was one. Of the captures begun and not ended
-   (fake_live_captures), g_captureStreams holds the global-mode ones of every thread,
-   tls.capture_streams_ a thread's non-relaxed ones (hipStreamBeginCapture_common, clr
-   rocm-6.2.0 hip_graph.cpp). */
-static int invalidate_captures(int which) {
+/* Finds, and with invalidate invalidates, every global-mode capture of any thread
+   (GLOBAL_ONES), or the calling thread's non-relaxed ones (OWN_ONES); whether there was one.
+   Of the captures begun and not ended (fake_live_captures), g_captureStreams holds the
+   global-mode ones of every thread, tls.capture_streams_ a thread's non-relaxed ones
+   (hipStreamBeginCapture_common, clr rocm-5.7.0 and rocm-6.2.0 hip_graph.cpp). */
+static int find_captures(int which, int invalidate) {
   int found = 0;
   for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
     fake_capture *capture = fake_live_captures[i];
@@ -259,10 +261,14 @@ static int invalidate_captures(int which) {
     int hit = which == GLOBAL_ONES
                   ? capture->mode == CAPTURE_GLOBAL
                   : capture->thread == &fake_thread_identity && capture->mode != CAPTURE_RELAXED;
-    if (hit) fake_capture_invalidate(capture);
+    if (hit && invalidate) fake_capture_invalidate(capture);
     found |= hit;
   }
   return found;
+}
+
+static int invalidate_captures(int which) {
+  return find_captures(which, 1);
 }
 
 static int captures_now(const fake_stream *stream) {
@@ -281,6 +287,7 @@ FAKE_EXPORT hipError_t hipStreamBeginCapture(hipStream_t handle, int mode) {
   if (mode < 0 || mode > 2) return answer(hipErrorInvalidValue);
   if (stream->capture != NULL) return answer(hipErrorIllegalState);
   if (!fake_capture_begin(stream, mode)) return answer(hipErrorInvalidValue); /* the fake's limit */
+  stream->last_mode = mode; /* SetCaptureMode, kept after the capture ends */
   stream->deps.count = 0;
   return answer(hipSuccess);
 }
@@ -687,8 +694,33 @@ static hipError_t capture_restrictions(const fake_event *event, fake_stream *str
   return invalidate_captures(OWN_ONES) ? hipErrorStreamCaptureUnsupported : hipSuccess;
 }
 
+/* Stream::StreamCaptureOngoing of 5.7 to 6.1 (clr rocm-5.7.0, rocm-6.0.0 and rocm-6.1.0
+   hipamd/src/hip_stream.cpp), for the event's capture stream, which it reads: from 6.1 false
+   in the relaxed mode; then, for a stream whose last capture mode is global (every stream
+   that never captured), whether any thread has a global-mode capture or this thread a
+   non-relaxed one; else whether the stream captures now. It invalidates nothing. */
+static int capture_ongoing_refused(const fake_stream *stream) {
+  if (AT_LEAST(6, 1, 0) && capture_mode == CAPTURE_RELAXED) return 0;
+  if (stream->last_mode == CAPTURE_GLOBAL)
+    return find_captures(GLOBAL_ONES, 0) || find_captures(OWN_ONES, 0);
+  return stream->capture != NULL;
+}
+
+/* hipEventSynchronize of 5.7 to 6.1 (clr rocm-5.7.0, rocm-6.0.0, rocm-6.1.0
+   hipamd/src/hip_event.cpp): the event's capture stream is read unvalidated; one capturing
+   now with the event not recorded in its capture refuses, as does StreamCaptureOngoing
+   (hipErrorStreamCaptureUnsupported, no capture invalidated). ihipEventQuery reads no
+   stream there. */
+static hipError_t synchronize_checks_57(const fake_event *event, fake_stream *stream) {
+  if (stream->destroyed) destroyed_stream_reads++;
+  if (captures_now(stream) && !captured_there(event, stream))
+    return hipErrorStreamCaptureUnsupported;
+  return capture_ongoing_refused(stream) ? hipErrorStreamCaptureUnsupported : hipSuccess;
+}
+
 /* What hipEventQuery and hipEventSynchronize check before they ask the event, by release:
-   - up to 5.5 nothing (hipamd rocm-5.5.0 src/hip_event.cpp); 5.7 to 6.1 have no build here;
+   - up to 5.5 nothing (hipamd rocm-5.5.0 src/hip_event.cpp);
+   - 5.7 to 6.1: a synchronization, synchronize_checks_57; a query nothing;
    - 6.2 to 6.4: an event whose capture stream captures now invalidates that capture and is
      hipErrorCapturedEvent, whether or not it was recorded in it, whatever the mode (clr
      rocm-6.2.0 hip_event.cpp ihipEventQuery, hipEventSynchronize); a synchronization then
@@ -699,7 +731,8 @@ static hipError_t capture_restrictions(const fake_event *event, fake_stream *str
    null stream and hipStreamLegacy are exempt. */
 static hipError_t capture_checks(const fake_event *event, int synchronizes) {
   fake_stream *stream = capture_stream_of(event);
-  if (!AT_LEAST(6, 2, 0) || stream == NULL || event->on_legacy) return hipSuccess;
+  if (!AT_LEAST(5, 7, 0) || stream == NULL || event->on_legacy) return hipSuccess;
+  if (!AT_LEAST(6, 2, 0)) return synchronizes ? synchronize_checks_57(event, stream) : hipSuccess;
   if (stream->destroyed) destroyed_stream_reads++;
   if (AT_LEAST(7, 2, 1)) return capture_restrictions(event, stream);
   if (captures_now(stream)) {

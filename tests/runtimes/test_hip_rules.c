@@ -199,9 +199,14 @@ static void end_other_capture(void) {
 
 /* A release's query (dl_sync_release_poll), a tensor's synchronization and the
    synchronization of dl_sync_shutdown are made in the relaxed mode: another thread's
-   global-mode capture survives them on every release. */
+   global-mode capture survives them on every release. 5.7 and 6.0 refuse a synchronization
+   while any thread captures in the global mode, whatever the caller's mode (their
+   StreamCaptureOngoing reads no thread mode): the tensor's synchronization says so
+   (ECAPTURE), and shutdown leaves the release waiting (a capture's refusal is asked again)
+   until a poll after the capture finishes it. */
 static void test_another_threads_global_capture_survives_dlsync(void **state) {
   (void)state;
+  int refused = AT_LEAST(5, 7, 0) && !AT_LEAST(6, 1, 0);
   void *p = new_stream(), *c = new_stream();
   int deleted = 0, produced = 0;
   DLManagedTensorVersioned made = tensor_counting(&produced);
@@ -211,12 +216,15 @@ static void test_another_threads_global_capture_survives_dlsync(void **state) {
   capturer_start(&other);
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(deleted, 1);
-  DL_OK(dl_sync_tensor_synchronize(&made));
+  assert_int_equal(dl_sync_tensor_synchronize(&made), refused ? DL_SYNC_ECAPTURE : DL_SYNC_OK);
   DLManagedTensorVersioned later = tensor_counting(&deleted);
   assert_int_equal(dl_sync_tensor_release(&later, on(c)), DL_SYNC_RELEASE_DEFERRED);
-  DL_OK(dl_sync_shutdown());
-  assert_int_equal(deleted, 2);
+  assert_int_equal(dl_sync_shutdown(), refused ? DL_SYNC_EBACKEND : DL_SYNC_OK);
+  if (refused) assert_error_mentions("1 releases still wait");
+  assert_int_equal(deleted, refused ? 1 : 2);
   assert_true(capturer_finish(&other));
+  if (refused) assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 2);
   made.deleter(&made);
   HIP_OK(handle_fn, "hipStreamDestroy", p);
   HIP_OK(handle_fn, "hipStreamDestroy", c);
@@ -224,7 +232,8 @@ static void test_another_threads_global_capture_survives_dlsync(void **state) {
 
 /* The control: the same calls made raw, in the global mode (the default), invalidate the
    other thread's capture where the runtime checks the mode: a synchronization from 6.2
-   (StreamCaptureOngoing), a query from 7.0; 5.x checks neither. */
+   (StreamCaptureOngoing), a query from 7.0; 5.7 to 6.1 refuse the synchronization without
+   invalidating anything; 5.2 to 5.5 check neither. */
 static void test_raw_calls_in_the_global_mode_invalidate_it(void **state) {
   (void)state;
   void *c = new_stream(), *event = new_event();
@@ -232,7 +241,9 @@ static void test_raw_calls_in_the_global_mode_invalidate_it(void **state) {
   struct {
     const char *call;
     int invalidates;
-  } rows[] = {{"hipEventQuery", AT_LEAST(7, 0, 0)}, {"hipEventSynchronize", AT_LEAST(6, 2, 0)}};
+    int refuses;
+  } rows[] = {{"hipEventQuery", AT_LEAST(7, 0, 0), AT_LEAST(7, 0, 0)},
+              {"hipEventSynchronize", AT_LEAST(6, 2, 0), AT_LEAST(5, 7, 0)}};
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     capturer_start(&other);
     int code = HIP(handle_fn, rows[i].call, event);
@@ -241,7 +252,7 @@ static void test_raw_calls_in_the_global_mode_invalidate_it(void **state) {
     print_message("%s in the global mode: %d, the other thread's capture %s\n", rows[i].call, code,
                   survived ? "survived" : "was invalidated");
     assert_int_equal(survived, !rows[i].invalidates);
-    assert_int_equal(code, rows[i].invalidates ? 900 : 0); /* StreamCaptureUnsupported */
+    assert_int_equal(code, rows[i].refuses ? 900 : 0); /* StreamCaptureUnsupported */
   }
   HIP_OK(handle_fn, "hipEventDestroy", event);
   HIP_OK(handle_fn, "hipStreamDestroy", c);
@@ -333,6 +344,37 @@ static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
   assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(6, 2, 0) ? 1 : 0);
 }
 
+/* dl_sync_shutdown synchronizes a release whose consumer stream was destroyed: from 5.7 a
+   synchronization reads the event's recording stream (hipEventSynchronize, clr rocm-5.7.0),
+   a query only from 6.2; the release's event is on dlsync's own stream, so nothing
+   destroyed is read on any release. */
+static void test_shutdown_reads_no_destroyed_consumer_stream(void **state) {
+  (void)state;
+  void *c = new_stream();
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = tensor_counting(&deleted);
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
+  HIP_OK(handle_fn, "hipStreamDestroy", c);
+  long reads = counter("destroyed_stream_reads");
+  DL_OK(dl_sync_shutdown());
+  assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
+  assert_int_equal(deleted, 1);
+}
+
+/* The control: synchronized on the consumer's stream, the event reads it from 5.7. */
+static void test_unguarded_shutdown_reads_the_destroyed_stream(void **state) {
+  (void)state;
+  install_unguarded();
+  void *c = new_stream();
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = tensor_counting(&deleted);
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
+  HIP_OK(handle_fn, "hipStreamDestroy", c);
+  long reads = counter("destroyed_stream_reads");
+  dl_sync_shutdown();
+  assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(5, 7, 0) ? 1 : 0);
+}
+
 /* A release onto a thread's per-thread stream, finished by another thread: hipStreamPerThread
    names the calling thread's own stream (the control below), so the poller must name no
    per-thread stream: it asks only the event on dlsync's own stream. The poller's own
@@ -398,7 +440,7 @@ static void test_the_per_thread_handle_names_the_asking_threads_stream(void **st
    release (no version may say that asking is safe), and shutdown reports it. A release
    after the reset gets a new own stream and is finished. What dlsync cannot guard: a
    tensor event recorded on a stream the reset destroyed reads it when synchronized, from
-   6.2 (the event does not say its stream) -- hence dl_sync_shutdown, and no tensor of
+   5.7 (the event does not say its stream) -- hence dl_sync_shutdown, and no tensor of
    before, across a reset (docs/runtimes.md). Its own process: the release never
    finishes. */
 static void test_a_device_reset_keeps_the_pools(void **state) {
@@ -426,7 +468,7 @@ static void test_a_device_reset_keeps_the_pools(void **state) {
   assert_int_equal(deleted_after, 1);
   assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
   DL_OK(dl_sync_tensor_synchronize(&made));
-  assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(6, 2, 0) ? 1 : 0);
+  assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(5, 7, 0) ? 1 : 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
   assert_error_mentions("1 releases could not be finished");
   assert_int_equal(counter("destroyed_event_uses"), 0);
@@ -680,6 +722,8 @@ int main(int argc, char **argv) {
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
       TEST(test_the_first_look_leaves_no_error),
+      TEST(test_shutdown_reads_no_destroyed_consumer_stream),
+      TEST(test_unguarded_shutdown_reads_the_destroyed_stream),
       TEST(test_another_threads_per_thread_release_is_finished_without_its_handle),
       TEST(test_the_per_thread_handle_names_the_asking_threads_stream),
       TEST(test_a_tensor_recorded_before_its_stream_captures_is_refused_saying_why),
