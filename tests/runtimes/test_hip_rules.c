@@ -344,6 +344,21 @@ static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
   assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(6, 2, 0) ? 1 : 0);
 }
 
+/* HIP 7.14's streams of a destroyed execution context answer every work or synchronization
+   call with hipErrorStreamDetached (916; rocm-systems CHANGELOG): the stream is gone. The
+   backend takes it as a final failure (not a capture's refusal, which would be asked
+   again), and says it in dlsync's words. (No fake models execution contexts: no tagged
+   source of them was read.) */
+static void test_a_detached_stream_is_gone_in_dlsyncs_words(void **state) {
+  (void)state;
+  const dl_sync_backend *b = dl_sync_hip_backend();
+  assert_int_equal(b->error_status(b->ctx, 916), DL_SYNC_EBACKEND);
+  const char *said = b->error_string(b->ctx, 916);
+  print_message("hipErrorStreamDetached: %s\n", said);
+  assert_non_null(strstr(said, "execution context that was destroyed"));
+  assert_non_null(strstr(said, "it is gone"));
+}
+
 /* dl_sync_shutdown synchronizes a release whose consumer stream was destroyed: from 5.7 a
    synchronization reads the event's recording stream (hipEventSynchronize, clr rocm-5.7.0),
    a query only from 6.2; the release's event is on dlsync's own stream, so nothing
@@ -722,6 +737,7 @@ int main(int argc, char **argv) {
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
       TEST(test_the_first_look_leaves_no_error),
+      TEST(test_a_detached_stream_is_gone_in_dlsyncs_words),
       TEST(test_shutdown_reads_no_destroyed_consumer_stream),
       TEST(test_unguarded_shutdown_reads_the_destroyed_stream),
       TEST(test_another_threads_per_thread_release_is_finished_without_its_handle),
