@@ -57,7 +57,8 @@ static int n_event_record(void *c, void *e, void *s) {
   thread_calls[DL_SYNC_OP_EVENT_RECORD]++;
   own_stream *own = own_of(s);
   void *slow = atomic_load_explicit(&null_slow_stream, memory_order_relaxed);
-  void *as = own != NULL && atomic_load_explicit(&own->waited_slow, memory_order_relaxed) ? slow : s;
+  void *as =
+      own != NULL && atomic_load_explicit(&own->waited_slow, memory_order_relaxed) ? slow : s;
   atomic_store_explicit(&((null_event *)e)->stream, as, memory_order_relaxed);
   return 0;
 }

@@ -9,7 +9,9 @@
  *   then costs no runtime call more, however many polls follow;
  * - a release onto a per-thread default stream is finished by the release thread;
  * - a capture's refusal is asked again, any other failure is final, and what shutdown and a
- *   second release say of them is true.
+ *   second release say of them is true;
+ * - a release onto the legacy stream while a blocking stream captures is refused, the tensor
+ *   the caller's.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <pthread.h>
@@ -307,6 +309,33 @@ static void test_the_release_thread_finishes_a_per_thread_release(void **state) 
   CHECK_DL(dl_sync_shutdown());
 }
 
+/* --- a release the runtime refuses ---------------------------------------------------- */
+
+/* The legacy default stream while a blocking stream of its device captures: the runtime
+   refuses to say whether the legacy stream captures (cudaErrorStreamCaptureImplicit), so
+   the release is refused (DL_SYNC_ECAPTURE), the tensor the caller's, the capture intact;
+   after the capture the same tensor is released as any other (docs/release.md's list). */
+static void test_the_legacy_stream_beside_a_blocking_capture_is_refused(void **state) {
+  (void)state;
+  dl_sync_sim_stream *blocking = NULL;
+  CHECK_SIM(dl_sync_sim_stream_create(&blocking, DL_SYNC_SIM_STREAM_DEFAULT));
+  CHECK_SIM(dl_sync_sim_stream_begin_capture(blocking, DL_SYNC_SIM_CAPTURE_RELAXED));
+  tensor t;
+  make(&t);
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(DL_SYNC_SIM_STREAM_LEGACY, 0)),
+                   DL_SYNC_ECAPTURE);
+  assert_int_equal(atomic_load(&t.deleted), 0);
+  assert_int_equal(dl_sync_release_pending(), 0);
+  assert_int_equal(capture_status(blocking), DL_SYNC_CAPTURE_ACTIVE);
+  assert_int_equal(end_capture(blocking), DL_SYNC_SIM_SUCCESS);
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(DL_SYNC_SIM_STREAM_LEGACY, 0)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  CHECK_SIM(dl_sync_sim_stream_destroy(blocking));
+}
+
 #define WATCH_TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void) {
@@ -316,6 +345,7 @@ int main(void) {
       WATCH_TEST(test_shutdown_names_failed_and_waiting_releases),
       WATCH_TEST(test_a_destroyed_consumer_stream_costs_nothing_after),
       WATCH_TEST(test_the_release_thread_finishes_a_per_thread_release),
+      WATCH_TEST(test_the_legacy_stream_beside_a_blocking_capture_is_refused),
   };
   return cmocka_run_group_tests_name("release_watch", tests, NULL, NULL);
 }
