@@ -384,36 +384,39 @@ static void bench_release_depth(const char *model) {
 }
 
 /* The runtime calls of one deferred release and the poll that finishes it, with the
-   backend's own stream (HIP) and without (CUDA), side by side. */
+   backend's own stream (HIP) and without (CUDA), side by side: rounds alternate between
+   the two, and the time is each one's median round. */
 static void bench_release_calls_per_model(void) {
-  enum { RELEASES = 10000 };
+  enum { RELEASES = 20000, ROUNDS = 7 };
   static DLManagedTensorVersioned tensors[RELEASES];
   int b;
   DLDevice device = {kDLCUDA, 0};
   dl_sync_stream consumer = dl_sync_stream_view(device, &b);
-  double calls[2], ns[2], waits[2], records[2], checks[2];
-  for (int hip = 0; hip < 2; hip++) {
-    dl_sync_set_backend(kDLCUDA, hip ? &null_hip_backend : &null_backend);
-    fresh_tensors(tensors, 1, device);
-    dl_sync_tensor_release(&tensors[0], consumer); /* warm: the pool and the own stream */
-    dl_sync_release_poll();
-    fresh_tensors(tensors, RELEASES, device);
-    long before = calls_total(), wait0 = thread_calls[DL_SYNC_OP_STREAM_WAIT],
-         record0 = thread_calls[DL_SYNC_OP_EVENT_RECORD],
-         check0 = thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK];
-    double t0 = now_ns();
-    for (int i = 0; i < RELEASES; i++) {
-      dl_sync_tensor_release(&tensors[i], consumer);
+  double calls[2], rounds[2][ROUNDS], waits[2], records[2], checks[2];
+  for (int round = 0; round < ROUNDS; round++)
+    for (int hip = 0; hip < 2; hip++) {
+      dl_sync_set_backend(kDLCUDA, hip ? &null_hip_backend : &null_backend);
+      fresh_tensors(tensors, 1, device);
+      dl_sync_tensor_release(&tensors[0], consumer); /* warm: the pool and the own stream */
       dl_sync_release_poll();
+      fresh_tensors(tensors, RELEASES, device);
+      long before = calls_total(), wait0 = thread_calls[DL_SYNC_OP_STREAM_WAIT],
+           record0 = thread_calls[DL_SYNC_OP_EVENT_RECORD],
+           check0 = thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK];
+      double t0 = now_ns();
+      for (int i = 0; i < RELEASES; i++) {
+        dl_sync_tensor_release(&tensors[i], consumer);
+        dl_sync_release_poll();
+      }
+      rounds[hip][round] = (now_ns() - t0) / RELEASES;
+      calls[hip] = (double)(calls_total() - before) / RELEASES;
+      waits[hip] = (double)(thread_calls[DL_SYNC_OP_STREAM_WAIT] - wait0) / RELEASES;
+      records[hip] = (double)(thread_calls[DL_SYNC_OP_EVENT_RECORD] - record0) / RELEASES;
+      checks[hip] = (double)(thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK] - check0) / RELEASES;
+      dl_sync_shutdown();
     }
-    ns[hip] = (now_ns() - t0) / RELEASES;
-    calls[hip] = (double)(calls_total() - before) / RELEASES;
-    waits[hip] = (double)(thread_calls[DL_SYNC_OP_STREAM_WAIT] - wait0) / RELEASES;
-    records[hip] = (double)(thread_calls[DL_SYNC_OP_EVENT_RECORD] - record0) / RELEASES;
-    checks[hip] = (double)(thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK] - check0) / RELEASES;
-    dl_sync_shutdown();
-  }
   dl_sync_set_backend(kDLCUDA, &null_backend);
+  double ns[2] = {median(rounds[0], ROUNDS), median(rounds[1], ROUNDS)};
   report("release deferred + poll, consumer's event asked (CUDA)", ns[0], "ns/op");
   report("release deferred + poll, own stream's event asked (HIP)", ns[1], "ns/op");
   report("release deferred + poll, HIP / CUDA", ns[1] / ns[0], "ratio");

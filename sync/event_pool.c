@@ -80,9 +80,19 @@ static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, 
   return pool;
 }
 
+/* The pool's own streams (release_watch.c), freed with it. */
+static void watches_free(dl_sync__pool *pool) {
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  while (w != NULL) {
+    dl_sync__watch *before = w->before;
+    free(w);
+    w = before;
+  }
+}
+
 static void pool_free(dl_sync__pool *pool) {
   atomic_fetch_sub(&pools_allocated, 1);
-  dl_sync__watch_free(pool);
+  watches_free(pool);
   free(pool->ring);
   free(pool);
 }
@@ -334,6 +344,16 @@ int dl_sync__pool_alive(const dl_sync__pool *pool) {
          context_alive(pool->backend, pool->context, pool->context_id);
 }
 
+/* Destroys the pool's own stream (alive: its context still is), marked gone first. */
+static int own_stream_destroy(dl_sync__pool *pool, int alive) {
+  const dl_sync_backend *b = pool->backend;
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  if (w == NULL || atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
+  int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
+  return code == 0 ? DL_SYNC_OK
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
+}
+
 /* Retires pool and destroys its idle events. They are taken out under its lock and
    destroyed with none held, so that a graph's user-object destructor giving an event back
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
@@ -359,7 +379,7 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  int watch = keep_own_stream && !unused ? DL_SYNC_OK : dl_sync__watch_destroy(pool, alive);
+  int watch = keep_own_stream && !unused ? DL_SYNC_OK : own_stream_destroy(pool, alive);
   if (*status == DL_SYNC_OK) *status = watch;
   return unused;
 }

@@ -13,6 +13,15 @@ typedef struct spinlock {
   atomic_bool held;
 } spinlock;
 
+/* A stream of dlsync's own that the pool's deferred releases are watched on
+   (release_watch.c makes it; the pool destroys it at dl_sync_shutdown and frees it). */
+struct dl_sync__watch {
+  void *stream;           /* dlsync's own, of the pool's device and context */
+  atomic_int gone;        /* destroyed (a device reset, or dl_sync_shutdown) */
+  atomic_uint checked;    /* the last poll pass that checked it */
+  dl_sync__watch *before; /* the pool's earlier one, gone; freed with the pool */
+};
+
 /* One pool: its key is read by the caches (which pool a slot holds events of); the rest
    is event_pool.c's, under lock. */
 struct dl_sync__pool {

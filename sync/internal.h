@@ -300,10 +300,6 @@ int dl_sync__watch_record(dl_sync__guard *guard, dl_sync__bound *consumer, dl_sy
 /* Whether the own stream may be asked about: checked once per poll pass (pass), never read
    again once found gone (a device reset destroyed it). */
 int dl_sync__watch_usable(const dl_sync_backend *b, dl_sync__watch *w, unsigned pass);
-/* dl_sync_shutdown: destroys pool's own stream (alive: its context still is) and marks it
-   gone; the pool frees it (dl_sync__watch_free) with itself. */
-int dl_sync__watch_destroy(dl_sync__pool *pool, int alive);
-void dl_sync__watch_free(dl_sync__pool *pool);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);

@@ -24,13 +24,6 @@
 #include "event_pool.h"
 #include "internal.h"
 
-struct dl_sync__watch {
-  void *stream;           /* dlsync's own, of the pool's device and context */
-  atomic_int gone;        /* destroyed under dlsync (a device reset) */
-  atomic_uint checked;    /* the last poll pass that checked it */
-  dl_sync__watch *before; /* the pool's earlier one, gone; freed with the pool */
-};
-
 static int make_watch(dl_sync__guard *guard, dl_sync__pool *pool, dl_sync__watch *before,
                       dl_sync__watch **out) {
   const dl_sync_backend *b = pool->backend;
@@ -123,22 +116,4 @@ int dl_sync__watch_usable(const dl_sync_backend *b, dl_sync__watch *w, unsigned 
   if (b->own_stream_check(b->ctx, w->stream) == 0) return 1;
   atomic_store(&w->gone, 1);
   return 0;
-}
-
-int dl_sync__watch_destroy(dl_sync__pool *pool, int alive) {
-  const dl_sync_backend *b = pool->backend;
-  dl_sync__watch *w = atomic_load(&pool->watch);
-  if (w == NULL || atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
-  int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
-  return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
-}
-
-void dl_sync__watch_free(dl_sync__pool *pool) {
-  dl_sync__watch *w = atomic_load(&pool->watch);
-  while (w != NULL) {
-    dl_sync__watch *before = w->before;
-    free(w);
-    w = before;
-  }
 }
