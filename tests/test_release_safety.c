@@ -13,7 +13,8 @@
  * - a tensor a graph refused is the caller's again, whenever the user object goes;
  * - the release thread finishes releases without a poll, and stops.
  * Each rule has its negative control: a backend without the rule (queries in the global
- * interaction mode, no recording-stream check) breaks what the rule protects.
+ * interaction mode, no stream of dlsync's own under HIP's rules) breaks what the rule
+ * protects.
  */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers, nanosleep */
 #include <pthread.h>

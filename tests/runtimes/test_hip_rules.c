@@ -6,7 +6,8 @@
  * ROCM_RELEASE is the release the fake models (major * 10000 + minor * 100 + patch); a
  * test name runs that test alone (the ones that leave a release pending for good run in a
  * process of their own). Each rule is shown with its negative control: the raw runtime
- * call, or the HIP backend with recording_stream_busy taken out, does what dlsync avoids.
+ * call, or the HIP backend without its own stream (own_stream_create), does what dlsync
+ * avoids.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -129,8 +130,9 @@ static int teardown(void **state) {
   return status == DL_SYNC_OK ? 0 : -1;
 }
 
-/* The HIP backend without recording_stream_busy: a release's event is asked whatever its
-   stream does, as before dlsync knew better (the negative control of the release rules). */
+/* The HIP backend without its own stream (own_stream_create): a release's event is the one
+   recorded on the consumer's stream, asked whatever that stream does, as before dlsync knew
+   better (the negative control of the release rules). */
 static dl_sync_backend unguarded;
 
 static void install_unguarded(void) {
