@@ -1527,6 +1527,73 @@ static void test_a_forked_child_is_told_why(void **state) {
 #endif
 }
 
+/* Each context has its own legacy stream (cuStreamGetCtx: "Specifying any of the special
+   handles will return the context current to the calling thread"): device 0's default stream
+   released on with each of several contexts current names that context's legacy stream, and the
+   releases of one wait for no other's. The first half's legacy streams are held by a wait on host
+   memory (cuStreamWaitValue32) when their releases are made; the second half's releases are
+   finished by a poll while the first half's wait. Many contexts, so that queues of several
+   contexts share a hash bucket (with 24, a keying without the context queued 4 to 8 of the
+   12 free releases behind held ones). Catches: the release queues keyed without the context
+   (release_queue.c same_queue), which queues one context's release behind
+   another's unfinished one. */
+typedef int (*host_alloc_fn)(void **memory, size_t size, unsigned flags);
+typedef int (*device_pointer_fn)(unsigned long long *pointer, void *memory, unsigned flags);
+typedef int (*wait_value_fn)(void *stream, unsigned long long address, unsigned value,
+                             unsigned flags);
+enum { CU_MEMHOSTALLOC_DEVICEMAP = 0x02, CU_STREAM_WAIT_VALUE_GEQ = 0x0 };
+
+static void test_legacy_streams_of_two_contexts_have_their_own_queues(void **state) {
+  (void)state;
+  enum { MADE = 24, HELD = MADE / 2 };
+  void *made[MADE];
+  for (int i = 0; i < MADE; i++) {
+    void *popped = NULL;
+    CU_OK(ctx_create_fn, "cuCtxCreate_v2", &made[i], 0u, 0);
+    CU_OK(ctx_out_fn, "cuCtxPopCurrent_v2", &popped);
+  }
+  set_caller(P0);
+  void *gate = NULL;
+  unsigned long long gate_address = 0;
+  CU_OK(host_alloc_fn, "cuMemHostAlloc", &gate, sizeof(uint32_t),
+        (unsigned)CU_MEMHOSTALLOC_DEVICEMAP);
+  *(volatile uint32_t *)gate = 0;
+  CU_OK(device_pointer_fn, "cuMemHostGetDevicePointer_v2", &gate_address, gate, 0u);
+  int deleted[MADE] = {0};
+  DLManagedTensorVersioned tensors[MADE];
+  DLDevice d0 = {kDLCUDA, 0};
+  for (int i = 0; i < MADE; i++) {
+    CU_OK(ctx_fn, "cuCtxSetCurrent", made[i]);
+    if (i < HELD)
+      CU_OK(wait_value_fn, "cuStreamWaitValue32_v2", CU_LEGACY, gate_address, 1u,
+            (unsigned)CU_STREAM_WAIT_VALUE_GEQ);
+    tensors[i] = (DLManagedTensorVersioned){
+        .version = {1, 3}, .manager_ctx = &deleted[i], .deleter = release_deleter};
+    tensors[i].dl_tensor.device = d0;
+    assert_int_equal(dl_sync_tensor_release(&tensors[i], dl_sync_stream_view(d0, CU_LEGACY)),
+                     DL_SYNC_RELEASE_DEFERRED);
+  }
+  set_caller(P0);
+  int finished = dl_sync_release_poll(), ran_while_held[MADE];
+  for (int i = 0; i < MADE; i++) ran_while_held[i] = deleted[i];
+  *(volatile uint32_t *)gate = 1; /* before any assertion: shutdown would wait for it */
+  int finished_after = dl_sync_release_poll();
+  for (int i = 0; i < MADE; i++)
+    if (ran_while_held[i] != (i >= HELD))
+      fail_msg(
+          "the release on context %d's legacy stream %s (the poll finished %d; contexts "
+          "0 to %d hold theirs)",
+          i, ran_while_held[i] ? "ran while its stream was held" : "waited behind another's",
+          finished, HELD - 1);
+  assert_int_equal(finished, MADE - HELD);
+  assert_int_equal(finished_after, HELD);
+  for (int i = 0; i < MADE; i++) assert_int_equal(deleted[i], 1);
+  DL_OK(dl_sync_shutdown()); /* the pools made in those contexts, before they go */
+  for (int i = 0; i < MADE; i++) CU_OK(handle_fn, "cuCtxDestroy_v2", made[i]);
+  CU_OK(handle_fn, "cuMemFreeHost", gate);
+  set_caller(P0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
@@ -1537,6 +1604,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events,
                                 teardown_each),
       cmocka_unit_test_teardown(test_dead_releases_hold_no_other_up, teardown_each),
+      cmocka_unit_test_teardown(test_legacy_streams_of_two_contexts_have_their_own_queues,
+                                teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),
