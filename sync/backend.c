@@ -112,6 +112,12 @@ int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b) {
   return b->size >= needed && b->recording_stream_busy != NULL;
 }
 
+int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b) {
+  size_t needed = offsetof(dl_sync_backend, context_exclusive_call_name) +
+                  sizeof b->context_exclusive_call_name;
+  return b->size >= needed && b->context_exclusive != NULL;
+}
+
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {
   if (device_type < 0 || device_type >= DL_SYNC__REGISTRY_SIZE) return NULL;
   const dl_sync_backend *b = atomic_load_explicit(&installed[device_type], memory_order_acquire);

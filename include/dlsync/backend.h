@@ -161,6 +161,15 @@ struct dl_sync_backend {
       stream. Called with the stream's device current. NULL: never busy (CUDA, where a query
       in the relaxed interaction mode disturbs no capture and reads no stream). */
   int (*recording_stream_busy)(void *ctx, void *stream, int *busy);
+  /** For a backend with contexts, asked once per event pool: *exclusive = 1 when stream's
+      context may be current to one thread at a time only (a CUDA green context: "a green
+      context can be current to only one thread at a time"), so that dlsync never makes it
+      current on a thread that does not have it current. stream is an explicit handle, or
+      DL_SYNC_STREAM_LEGACY for the calling thread's current context. NULL: no context of
+      the backend's is. */
+  int (*context_exclusive)(void *ctx, void *stream, int *exclusive);
+  /** The runtime call behind context_exclusive, for messages (NULL: "context_exclusive"). */
+  const char *context_exclusive_call_name;
 };
 
 /**
