@@ -1010,6 +1010,65 @@ static void test_a_green_legacy_reuse_stream_is_released_deferred(void **state) 
   assert_true(counter("ctx_set_current") > switches);
 }
 
+/* Copies before minor 3 read a reuse stream from reuse_stream and reuse_device alone, and
+   would order a legacy one in their own thread's current context; a copy of minor 3 reads a
+   green context's legacy stream there without its context. A default reuse stream named
+   with contexts is therefore written only where such copies do not read it (minor 4's
+   reuse_default_stream): there they find none, and defer the release; an explicit handle,
+   which names its own context, stays where every copy reads it. This copy, reading its own
+   record, still orders the legacy stream in the producer's context; cut to minor 3's size
+   (as a minor-3 copy reads it), the record gives a deferred release. */
+static void test_older_copies_find_no_legacy_reuse_stream(void **state) {
+  (void)state;
+  DLDevice d0 = {kDLCUDA, 0};
+  struct {
+    void *handle;
+    int caller;
+  } reuses[] = {{NULL, X0},
+                {CU_LEGACY, X0},
+                {CU_LEGACY, P0},
+                {CU_LEGACY, NONE},
+                {explicit_streams[X0], P0},
+                {CU_LEGACY, G0}};
+  int count = context_count > G0 ? 6 : 5;
+  for (int i = 0; i < count; i++)
+    for (int cut = 0; cut < 2; cut++) {
+      int deleted = 0, is_explicit = reuses[i].handle == explicit_streams[X0];
+      DLManagedTensorVersioned tensor = {
+          .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
+      tensor.dl_tensor.device = d0;
+      set_caller(reuses[i].caller);
+      dl_sync_stream reuse = dl_sync_stream_view(d0, reuses[i].handle);
+      DL_OK(dl_sync_tensor_record_reuse(&tensor, reuse, reuse));
+      const dl_sync_tensor_event_owner *record = tensor.manager_ctx;
+      /* what a copy of minor 2 or 3 reads */
+      int older_finds = record->reuse_device.device_type != 0;
+      if (older_finds != is_explicit)
+        fail_msg(
+            "reuse stream %p named with %s current: an older copy %s it in the minor-2 "
+            "fields",
+            reuses[i].handle,
+            reuses[i].caller == NONE ? "no context" : context_names[reuses[i].caller],
+            older_finds ? "finds" : "does not find");
+      assert_int_equal(record->reuse_default_device.device_type, is_explicit ? 0 : kDLCUDA);
+      if (cut)
+        ((dl_sync_tensor_event_owner *)tensor.manager_ctx)->size =
+            offsetof(dl_sync_tensor_event_owner, reuse_default_stream);
+      set_caller(X0); /* the releaser's context: another legacy stream than most producers' */
+      int status = dl_sync_tensor_release(
+          &tensor, dl_sync_stream_view(
+                       d0, reuses[i].caller == X0 ? explicit_streams[P0] : explicit_streams[X0]));
+      int ordered = is_explicit || (!cut && reuses[i].caller != G0);
+      if (status != (ordered ? DL_SYNC_RELEASED_ORDERED : DL_SYNC_RELEASE_DEFERRED))
+        fail_msg("reuse stream %p named with %s current%s: released %s", reuses[i].handle,
+                 reuses[i].caller == NONE ? "no context" : context_names[reuses[i].caller],
+                 cut ? ", the record read as minor 3" : "", dl_sync_status_name(status));
+      dl_sync_release_poll();
+      assert_int_equal(deleted, 1);
+    }
+  set_caller(P0);
+}
+
 /* ---- the reproducers --------------------------------------------------------------- */
 
 /* A framework without a runtime (cuda.core, Numba) retains a primary context, exports,
@@ -1604,6 +1663,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events,
                                 teardown_each),
       cmocka_unit_test_teardown(test_dead_releases_hold_no_other_up, teardown_each),
+      cmocka_unit_test_teardown(test_older_copies_find_no_legacy_reuse_stream, teardown_each),
       cmocka_unit_test_teardown(test_legacy_streams_of_two_contexts_have_their_own_queues,
                                 teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
