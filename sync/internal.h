@@ -269,7 +269,7 @@ long dl_sync__pools_allocated(void);
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 /* Whether pool's context is still the one its events were made in (a destroyed or reset
    context took them with it); always with backends without contexts. */
-int dl_sync__pool_alive(const dl_sync__pool *pool);
+int dl_sync__pool_alive(dl_sync__pool *pool);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;

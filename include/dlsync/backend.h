@@ -266,7 +266,15 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
  * exits gives its cached events back to the pool without any runtime call; only this
  * function destroys them. Events still owned by graphs stay valid; their pools are
  * retired: such an event, given back when its graph is destroyed, is never handed out
- * again. dlsync works again after it: the pools are rebuilt on demand. Must not run
+ * again, nor destroyed: its runtime handle stays allocated until the process ends (or its
+ * context goes), because the graph's destructor may call no runtime, and after the shutdown
+ * a device reset may already have destroyed it. With the CUDA driver backend, the shutdown
+ * asks cuCtxGetId once of each context it made events in and has not found gone yet, and
+ * leaves the events of a context destroyed or reset since alone; a context destroyed
+ * before the shutdown (against the rule below) is thus asked about once after its
+ * destruction: CUDA answers an error, or, where its handle came back for a new context,
+ * another id; dlsync asks it nothing more, in this shutdown or in a poll.
+ * dlsync works again after it: the pools are rebuilt on demand. Must not run
  * concurrently with other dlsync calls (graph user-object destructors on the runtime's
  * threads may). Call it before cudaDeviceReset / hipDeviceReset, or destroying a context
  * dlsync used: those destroy the pooled events under dlsync. In a child process after

@@ -825,6 +825,8 @@ static void test_dead_releases_hold_no_other_up(void **state) {
   assert_int_equal(dl_sync_release_pending(), 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
   assert_error_mentions("2 releases could not be finished");
+  /* the shutdown asked nothing more of the destroyed context: its pool was found gone */
+  assert_int_equal(counter("dead_handles") - dead_uses, dead_asked);
   DL_OK(dl_sync_shutdown());
   explicit_streams[P0] = stream_in(P0); /* the reset took the suite's streams of P0 */
   greens_make();
