@@ -298,6 +298,37 @@ static void test_unguarded_the_query_invalidates_the_capture(void **state) {
   HIP_OK(handle_fn, "hipStreamDestroy", c);
 }
 
+/* A tensor synchronized while the stream its event was recorded on captures: from 6.2 to
+   7.2.0 hipEventSynchronize would invalidate that capture. The owner record names the
+   stream (minor 4): dlsync asks it first (from 5.7, as for a release) and refuses
+   (ECAPTURE); the capture survives, and once it ended the synchronization is made. The
+   control: the record cut to minor 3, which does not say the stream, is synchronized
+   unasked, and breaks the capture from 6.2 to 7.2.0. */
+static void test_a_tensor_synchronize_keeps_its_streams_capture(void **state) {
+  (void)state;
+  int asks = stream_asked_first(), invalidates = AT_LEAST(6, 2, 0) && !AT_LEAST(7, 2, 1);
+  for (int control = 0; control < 2; control++) {
+    void *p = new_stream();
+    int produced = 0;
+    DLManagedTensorVersioned made = tensor_counting(&produced);
+    DL_OK(dl_sync_tensor_record(&made, on(p)));
+    dl_sync_tensor_event_owner *record = made.manager_ctx;
+    if (control) record->size = offsetof(dl_sync_tensor_event_owner, reuse_default_stream);
+    HIP_OK(begin_fn, "hipStreamBeginCapture", p, MODE_GLOBAL);
+    int status = dl_sync_tensor_synchronize(&made);
+    int breaks = control && invalidates;
+    assert_int_equal(status_of(p), breaks ? INVALIDATED : ACTIVE);
+    if (!control) assert_int_equal(status, asks ? DL_SYNC_ECAPTURE : DL_SYNC_OK);
+    void *graph = end_capture(p);
+    assert_int_equal(graph != NULL, !breaks);
+    destroy_graph(graph);
+    if (!control) DL_OK(dl_sync_tensor_synchronize(&made));
+    made.deleter(&made);
+    assert_int_equal(produced, 1);
+    HIP_OK(handle_fn, "hipStreamDestroy", p);
+  }
+}
+
 /* A deferred release's consumer stream destroyed: HIP reads the event's stream to answer
    (from 5.7; 7.0 validates no handle), so dlsync never asks; the release stays pending and
    dl_sync_shutdown reports it (its own process: it never finishes). Before 5.7 it is
@@ -604,6 +635,7 @@ int main(int argc, char **argv) {
       TEST(test_a_release_waits_while_its_stream_captures),
       TEST(test_unguarded_the_query_invalidates_the_capture),
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
+      TEST(test_a_tensor_synchronize_keeps_its_streams_capture),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
       TEST(test_a_tensor_recorded_before_its_stream_captures_is_refused_saying_why),
       TEST(test_the_tensor_wait_says_why),
