@@ -98,8 +98,7 @@ static dl_sync_sim_graph *release_into_a_graph(tensor *t, dl_sync_sim_stream *st
 /* The thread sleeps while no release waits. A graph that takes a release wakes it: the
    graph's destruction wakes nobody (it runs on a runtime thread where dlsync may not block),
    so a thread left asleep would never run the deleter. Each round gives the thread time to
-   fall asleep first. Catches: the wake after a graph's claim (release_queue.c) removed, or
-   made before the release is counted. */
+   fall asleep first. Catches: the wake after a graph's claim (release_queue.c) removed. */
 static void test_a_graphs_release_wakes_the_sleeping_thread(void **state) {
   (void)state;
   CHECK_DL(dl_sync_release_thread_start());
