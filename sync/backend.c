@@ -121,6 +121,18 @@ int dl_sync__backend_owns_streams(const dl_sync_backend *b) {
          (b->available == NULL || b->available(b->ctx, DL_SYNC_OP_OWN_STREAM_CREATE));
 }
 
+int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b) {
+  size_t needed = offsetof(dl_sync_backend, context_exclusive_call_name) +
+                  sizeof b->context_exclusive_call_name;
+  return b->size >= needed && b->context_exclusive != NULL;
+}
+
+int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b) {
+  size_t needed =
+      offsetof(dl_sync_backend, event_synchronize_disturbs) + sizeof b->event_synchronize_disturbs;
+  return b->size >= needed && b->event_synchronize_disturbs != NULL;
+}
+
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {
   if (device_type < 0 || device_type >= DL_SYNC__REGISTRY_SIZE) return NULL;
   const dl_sync_backend *b = atomic_load_explicit(&installed[device_type], memory_order_acquire);

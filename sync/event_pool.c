@@ -339,9 +339,13 @@ static int context_alive(const dl_sync_backend *b, void *context, uint64_t conte
   return b->context_id == NULL || (b->context_id(b->ctx, context, &now) == 0 && now == context_id);
 }
 
-int dl_sync__pool_alive(const dl_sync__pool *pool) {
-  return !dl_sync__pool_dropped(pool) &&
-         context_alive(pool->backend, pool->context, pool->context_id);
+/* A pool found gone is dropped: its context, perhaps destroyed (its handle dead), is asked
+   about once, never again by a later release or by dl_sync_shutdown. */
+int dl_sync__pool_alive(dl_sync__pool *pool) {
+  if (dl_sync__pool_dropped(pool)) return 0;
+  if (context_alive(pool->backend, pool->context, pool->context_id)) return 1;
+  dl_sync__pool_drop(pool);
+  return 0;
 }
 
 /* Destroys the pool's own stream (alive: its context still is), marked gone first. */

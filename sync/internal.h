@@ -218,9 +218,6 @@ int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_st
 /* backends/cuda_driver.c: gives back the primary-context references the driver backend
    took to name default streams; called by dl_sync_shutdown once the pools are gone. */
 int dl_sync__cuda_driver_release_contexts(void);
-/* backends/cuda_driver.c, for the driver backend (0 and *green 0 for any other): whether
-   stream (CU_STREAM_LEGACY: the current context) is a green context's; the runtime's code. */
-int dl_sync__cuda_driver_stream_green(const dl_sync_backend *backend, void *stream, int *green);
 /* Whether a record's code says the event no longer exists (its context reset or destroyed
    under it). */
 int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code);
@@ -234,6 +231,10 @@ int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
    its deferred releases are watched on a stream of dlsync's own (release_watch.c). */
 int dl_sync__backend_covers_own_stream(const dl_sync_backend *b);
 int dl_sync__backend_owns_streams(const dl_sync_backend *b);
+/* Whether b has context_exclusive (set, and b's size covers it and its call name). */
+int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b);
+/* Whether b has event_synchronize_disturbs (set, and covered by b's size). */
+int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \
@@ -272,7 +273,7 @@ long dl_sync__pools_allocated(void);
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 /* Whether pool's context is still the one its events were made in (a destroyed or reset
    context took them with it); always with backends without contexts. */
-int dl_sync__pool_alive(const dl_sync__pool *pool);
+int dl_sync__pool_alive(dl_sync__pool *pool);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;

@@ -16,7 +16,9 @@
  * event holds at call time, and querying an event recorded on a now-capturing stream
  * invalidates that capture from 6.2 to 7.2.0. A pending release's event is recorded on a
  * stream of dlsync's own (own_stream_create, on every version) and queried or synchronized
- * in the relaxed capture interaction mode. dlsync names the legacy
+ * in the relaxed capture interaction mode; a tensor's event is synchronized only once
+ * event_synchronize_disturbs said its producer's stream neither captures nor is gone (HIP
+ * reads it from 5.7). dlsync names the legacy
  * default stream by the null stream (0), which every version takes, never by hipStreamLegacy
  * (refused by 6.2, mishandled by early 6.3).
  */
@@ -272,6 +274,32 @@ static int hip_own_stream_destroy(void *ctx, void *stream) {
   return consumed(api.hipStreamDestroy((hipStream_t)stream));
 }
 
+/* A tensor's event is recorded on the producer's stream, which dlsync does not own; from
+   5.7 hipEventSynchronize reads it without validating it, and from 6.2 to 7.2.0 invalidates
+   its capture (the same clr lines): disturbs while it captures, or when
+   hipStreamGetCaptureInfo_v2, which validates its handle, refuses it (destroyed). Not
+   through the own stream: hipStreamWaitEvent reads the event's recording stream too (clr
+   rocm-5.7.0 to rocm-6.1.0 hip_stream.cpp hipStreamWaitEvent_common, unvalidated). The null
+   stream is exempt from those checks in every version; another thread's per-thread stream
+   cannot be named here (hipStreamPerThread is the asking thread's own). */
+static int hip_event_synchronize_disturbs(void *ctx, void *stream, int *disturbs) {
+  (void)ctx;
+  int unnameable = *disturbs;
+  *disturbs = 1;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  if (!version_at_least(5, 7) || (stream == NULL && !unnameable)) {
+    *disturbs = 0;
+    return 0;
+  }
+  if (unnameable) return 0; /* another thread's per-thread stream: HIP would read it */
+  int status = hipStreamCaptureStatusNone;
+  hipError_t error =
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, NULL, NULL, NULL);
+  consumed(error);
+  *disturbs = error != hipSuccess || status != hipStreamCaptureStatusNone;
+  return 0;
+}
+
 static int hip_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
@@ -417,6 +445,7 @@ static const dl_sync_backend hip_backend = {
     .own_stream_create = hip_own_stream_create,
     .own_stream_check = hip_own_stream_check,
     .own_stream_destroy = hip_own_stream_destroy,
+    .event_synchronize_disturbs = hip_event_synchronize_disturbs,
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {

@@ -94,6 +94,23 @@ static int sim_available(void *ctx, dl_sync_op op) {
          dl_sync_sim_query_rules() == DL_SYNC_SIM_QUERY_RULES_HIP;
 }
 
+/* Under HIP's rules the backend does what the HIP backend does for a tensor's event: it is
+   not synchronized while its recording stream captures, nor once that stream is gone. */
+static int sim_event_synchronize_disturbs(void *ctx, void *stream, int *disturbs) {
+  (void)ctx;
+  if (dl_sync_sim_query_rules() != DL_SYNC_SIM_QUERY_RULES_HIP) {
+    *disturbs = 0; /* CUDA's rules never read the recording stream */
+    return DL_SYNC_SIM_SUCCESS;
+  }
+  if (*disturbs) return DL_SYNC_SIM_SUCCESS; /* a stream the caller cannot name: unknown */
+  if (stream == NULL || stream == DL_SYNC_STREAM_LEGACY)
+    return DL_SYNC_SIM_SUCCESS; /* HIP exempts the null stream */
+  int32_t status = DL_SYNC_CAPTURE_NONE;
+  int error = dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL);
+  *disturbs = error != DL_SYNC_SIM_SUCCESS || status != DL_SYNC_CAPTURE_NONE;
+  return DL_SYNC_SIM_SUCCESS;
+}
+
 static int sim_capture_info(void *ctx, void *stream, dl_sync_capture_info *out) {
   (void)ctx;
   return dl_sync_sim_stream_capture_info(stream, &out->status, &out->id, NULL);
@@ -190,6 +207,7 @@ static const dl_sync_backend sim_backend = {
     .own_stream_create = sim_own_stream_create,
     .own_stream_check = sim_own_stream_check,
     .own_stream_destroy = sim_own_stream_destroy,
+    .event_synchronize_disturbs = sim_event_synchronize_disturbs,
 };
 
 const dl_sync_backend *dl_sync_sim_backend(void) {

@@ -313,6 +313,45 @@ static void test_unguarded_the_query_invalidates_the_capture(void **state) {
   HIP_OK(handle_fn, "hipStreamDestroy", c);
 }
 
+/* Whether dlsync asks about the stream a tensor's event was recorded on before it
+   synchronizes the event (event_synchronize_disturbs): where hipEventSynchronize reads that
+   stream, from 5.7 (5.2 to 5.5 read none: hipamd rocm-5.5.0 src/hip_event.cpp
+   hipEventSynchronize). */
+static int stream_asked_first(void) {
+  return AT_LEAST(5, 7, 0);
+}
+
+/* A tensor synchronized while the stream its event was recorded on captures: from 6.2 to
+   7.2.0 hipEventSynchronize would invalidate that capture. The owner record names the
+   stream (minor 4): dlsync asks it first (from 5.7, where hipEventSynchronize reads it) and
+   refuses (ECAPTURE); the capture survives, and once it ended the synchronization is made. The
+   control: the record cut to minor 3, which does not say the stream, is synchronized
+   unasked, and breaks the capture from 6.2 to 7.2.0. */
+static void test_a_tensor_synchronize_keeps_its_streams_capture(void **state) {
+  (void)state;
+  int asks = stream_asked_first(), invalidates = AT_LEAST(6, 2, 0) && !AT_LEAST(7, 2, 1);
+  for (int control = 0; control < 2; control++) {
+    void *p = new_stream();
+    int produced = 0;
+    DLManagedTensorVersioned made = tensor_counting(&produced);
+    DL_OK(dl_sync_tensor_record(&made, on(p)));
+    dl_sync_tensor_event_owner *record = made.manager_ctx;
+    if (control) record->size = offsetof(dl_sync_tensor_event_owner, reuse_default_stream);
+    HIP_OK(begin_fn, "hipStreamBeginCapture", p, MODE_GLOBAL);
+    int status = dl_sync_tensor_synchronize(&made);
+    int breaks = control && invalidates;
+    assert_int_equal(status_of(p), breaks ? INVALIDATED : ACTIVE);
+    if (!control) assert_int_equal(status, asks ? DL_SYNC_ECAPTURE : DL_SYNC_OK);
+    void *graph = end_capture(p);
+    assert_int_equal(graph != NULL, !breaks);
+    destroy_graph(graph);
+    if (!control) DL_OK(dl_sync_tensor_synchronize(&made));
+    made.deleter(&made);
+    assert_int_equal(produced, 1);
+    HIP_OK(handle_fn, "hipStreamDestroy", p);
+  }
+}
+
 /* A deferred release's consumer stream destroyed: the release is finished without a read
    of that stream (from 5.7 HIP would read it to answer a query of an event recorded there;
    7.0 validates no handle), once, on every release. */
@@ -455,11 +494,10 @@ static void test_the_per_thread_handle_names_the_asking_threads_stream(void **st
    dlsync's own stream too: a poll checks it (hipStreamGetCaptureInfo_v2 validates the
    handle) and never reads it again; the release pending there fails for good, on every
    release (no version may say that asking is safe), and shutdown reports it. A release
-   after the reset gets a new own stream and is finished. What dlsync cannot guard: a
-   tensor event recorded on a stream the reset destroyed reads it when synchronized, from
-   5.7 (the event does not say its stream) -- hence dl_sync_shutdown, and no tensor of
-   before, across a reset (docs/runtimes.md). Its own process: the release never
-   finishes. */
+   after the reset gets a new own stream and is finished. A tensor event recorded on a
+   stream the reset destroyed is not synchronized where HIP would read that stream (from
+   5.7; its record names the stream): refused, and nothing reads it. Its own process: the
+   release never finishes. */
 static void test_a_device_reset_keeps_the_pools(void **state) {
   (void)state;
   void *a = new_stream(), *b = new_stream(), *c = new_stream();
@@ -484,8 +522,10 @@ static void test_a_device_reset_keeps_the_pools(void **state) {
   assert_int_equal(dl_sync_release_poll(), 1);
   assert_int_equal(deleted_after, 1);
   assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
-  DL_OK(dl_sync_tensor_synchronize(&made));
-  assert_int_equal(counter("destroyed_stream_reads") - reads, AT_LEAST(5, 7, 0) ? 1 : 0);
+  /* the record names its stream: asked first, and refused where HIP would read it */
+  assert_int_equal(dl_sync_tensor_synchronize(&made),
+                   stream_asked_first() ? DL_SYNC_ECAPTURE : DL_SYNC_OK);
+  assert_int_equal(counter("destroyed_stream_reads") - reads, 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
   assert_error_mentions("1 releases could not be finished");
   assert_int_equal(counter("destroyed_event_uses"), 0);
@@ -737,6 +777,7 @@ int main(int argc, char **argv) {
       TEST(test_a_destroyed_consumer_stream_is_never_read),
       TEST(test_unguarded_the_query_invalidates_the_capture),
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
+      TEST(test_a_tensor_synchronize_keeps_its_streams_capture),
       TEST(test_a_not_ready_query_leaves_the_callers_error),
       TEST(test_the_first_look_leaves_no_error),
       TEST(test_a_detached_stream_is_gone_in_dlsyncs_words),
