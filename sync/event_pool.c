@@ -362,7 +362,9 @@ static int own_stream_destroy(dl_sync__pool *pool, int alive) {
    destroyed with none held, so that a graph's user-object destructor giving an event back
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
    Returns the first failure's status in *status, and whether the pool may be freed now
-   (else its last outstanding event frees it: dl_sync__pool_release). */
+   (else its last outstanding event frees it: dl_sync__pool_release). With events out, drain
+   holds the pool as one of them until it is done with it: a destructor giving the last one
+   back meanwhile (during an event_destroy) must not free the pool under drain. */
 static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
@@ -374,8 +376,12 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   pool->destroyed += count;
   pool->retired = 1; /* no event is put in the ring again */
   int unused = pool->outstanding == 0;
-  /* With events still out, a graph may free the pool from here on: the ring leaves it. */
-  if (!unused) pool->ring = NULL;
+  /* With events still out, a graph may free the pool once drain let it go: the ring leaves
+     it, and drain holds it as one more event out. */
+  if (!unused) {
+    pool->ring = NULL;
+    pool->outstanding++;
+  }
   unlock(&pool->lock);
   for (size_t i = 0; i < count && alive; i++) {
     int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
@@ -385,7 +391,11 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   if (!unused) free(ring);
   int watch = keep_own_stream && !unused ? DL_SYNC_OK : own_stream_destroy(pool, alive);
   if (*status == DL_SYNC_OK) *status = watch;
-  return unused;
+  if (unused) return 1;
+  lock(&pool->lock);
+  int last = --pool->outstanding == 0; /* drain's hold let go: the events came back meanwhile */
+  unlock(&pool->lock);
+  return last;
 }
 
 int dl_sync__pools_drain_all(int keep_own_streams) {
