@@ -328,7 +328,7 @@ static void fresh_tensors(DLManagedTensorVersioned *tensors, int n, DLDevice dev
   }
 }
 
-static void bench_release_depth(void) {
+static void bench_release_depth(const char *model) {
   enum { BATCH = 1000, BATCHES = 15, DEEPEST = 65536, DEPTHS = 3 };
   static const int depths[DEPTHS] = {0, 1000, DEEPEST};
   static DLManagedTensorVersioned piled[DEEPEST + BATCH], batch[BATCH];
@@ -365,13 +365,66 @@ static void bench_release_depth(void) {
     atomic_store(&null_slow_stream, (void *)&slow);
   }
   atomic_store(&null_slow_stream, NULL);
-  report("release deferred + poll, none pending", per_release[0], "ns/op");
-  report("release deferred + poll, 1 k pending", per_release[1], "ns/op");
-  report("release deferred + poll, 64 k pending", per_release[2], "ns/op");
-  report("release at 1 k pending / none", per_release[1] / per_release[0], "ratio");
-  report("release at 64 k pending / none", per_release[2] / per_release[0], "ratio");
-  report("poll after each release, 64 k pending on one stream, nothing done: event queries",
-         queries, "calls/release");
+  char name[160];
+  snprintf(name, sizeof name, "release deferred + poll, none pending%s", model);
+  report(name, per_release[0], "ns/op");
+  snprintf(name, sizeof name, "release deferred + poll, 1 k pending%s", model);
+  report(name, per_release[1], "ns/op");
+  snprintf(name, sizeof name, "release deferred + poll, 64 k pending%s", model);
+  report(name, per_release[2], "ns/op");
+  snprintf(name, sizeof name, "release at 1 k pending / none%s", model);
+  report(name, per_release[1] / per_release[0], "ratio");
+  snprintf(name, sizeof name, "release at 64 k pending / none%s", model);
+  report(name, per_release[2] / per_release[0], "ratio");
+  snprintf(name, sizeof name,
+           "poll after each release, 64 k pending on one stream, nothing done: event "
+           "queries%s",
+           model);
+  report(name, queries, "calls/release");
+}
+
+/* The runtime calls of one deferred release and the poll that finishes it, with the
+   backend's own stream (HIP) and without (CUDA), side by side: rounds alternate between
+   the two, and the time is each one's median round. */
+static void bench_release_calls_per_model(void) {
+  enum { RELEASES = 20000, ROUNDS = 7 };
+  static DLManagedTensorVersioned tensors[RELEASES];
+  int b;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync_stream consumer = dl_sync_stream_view(device, &b);
+  double calls[2], rounds[2][ROUNDS], waits[2], records[2], checks[2];
+  for (int round = 0; round < ROUNDS; round++)
+    for (int hip = 0; hip < 2; hip++) {
+      dl_sync_set_backend(kDLCUDA, hip ? &null_hip_backend : &null_backend);
+      fresh_tensors(tensors, 1, device);
+      dl_sync_tensor_release(&tensors[0], consumer); /* warm: the pool and the own stream */
+      dl_sync_release_poll();
+      fresh_tensors(tensors, RELEASES, device);
+      long before = calls_total(), wait0 = thread_calls[DL_SYNC_OP_STREAM_WAIT],
+           record0 = thread_calls[DL_SYNC_OP_EVENT_RECORD],
+           check0 = thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK];
+      double t0 = now_ns();
+      for (int i = 0; i < RELEASES; i++) {
+        dl_sync_tensor_release(&tensors[i], consumer);
+        dl_sync_release_poll();
+      }
+      rounds[hip][round] = (now_ns() - t0) / RELEASES;
+      calls[hip] = (double)(calls_total() - before) / RELEASES;
+      waits[hip] = (double)(thread_calls[DL_SYNC_OP_STREAM_WAIT] - wait0) / RELEASES;
+      records[hip] = (double)(thread_calls[DL_SYNC_OP_EVENT_RECORD] - record0) / RELEASES;
+      checks[hip] = (double)(thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK] - check0) / RELEASES;
+      dl_sync_shutdown();
+    }
+  dl_sync_set_backend(kDLCUDA, &null_backend);
+  double ns[2] = {median(rounds[0], ROUNDS), median(rounds[1], ROUNDS)};
+  report("release deferred + poll, consumer's event asked (CUDA)", ns[0], "ns/op");
+  report("release deferred + poll, own stream's event asked (HIP)", ns[1], "ns/op");
+  report("release deferred + poll, HIP / CUDA", ns[1] / ns[0], "ratio");
+  report("release deferred + poll: runtime calls (CUDA)", calls[0], "calls");
+  report("release deferred + poll: runtime calls (HIP)", calls[1], "calls");
+  report("release deferred + poll: HIP's extra waits", waits[1] - waits[0], "calls");
+  report("release deferred + poll: HIP's extra records", records[1] - records[0], "calls");
+  report("release deferred + poll: HIP's own-stream checks", checks[1] - checks[0], "calls");
 }
 
 /* The consumer's import through a producer's DLPack exchange table, per argument, next to
@@ -588,7 +641,13 @@ int main(void) {
   bench_export_threads(baseline);
   bench_group();
   bench_release();
-  bench_release_depth();
+  bench_release_depth("");
+  dl_sync_shutdown();
+  dl_sync_set_backend(kDLCUDA, &null_hip_backend);
+  bench_release_depth(" (HIP: own stream)");
+  dl_sync_shutdown();
+  dl_sync_set_backend(kDLCUDA, &null_backend);
+  bench_release_calls_per_model();
   bench_exchange_import();
   bench_strategies();
   dl_sync_shutdown();

@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 
 extern dl_sync_backend null_backend;
+/* null_backend with a stream of dlsync's own for deferred releases, as the HIP backend. */
+extern dl_sync_backend null_hip_backend;
 /* Work recorded on this stream never completes while it is set (queries answer "not
    yet"): releases pile up there as behind a slow consumer. */
 extern _Atomic(void *) null_slow_stream;

@@ -58,7 +58,13 @@ static const char *missing_callback(const dl_sync_backend *b) {
   if (present != 0)
     for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++)
       if (!contexts[i].present) return contexts[i].name; /* the five come together */
-  return NULL;
+  if (!dl_sync__backend_covers_own_stream(b)) return NULL;
+  int own = (b->own_stream_create != NULL) + (b->own_stream_check != NULL) +
+            (b->own_stream_destroy != NULL);
+  if (own == 0 || own == 3) return NULL; /* the three come together */
+  return b->own_stream_create == NULL  ? "own_stream_create"
+         : b->own_stream_check == NULL ? "own_stream_check"
+                                       : "own_stream_destroy";
 }
 
 int dl_sync_set_backend(int32_t device_type, const dl_sync_backend *backend) {
@@ -106,10 +112,25 @@ int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op) {
   return set && (b->available == NULL || b->available(b->ctx, op));
 }
 
-int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b) {
+int dl_sync__backend_covers_own_stream(const dl_sync_backend *b) {
+  return b->size >= offsetof(dl_sync_backend, own_stream_destroy) + sizeof b->own_stream_destroy;
+}
+
+int dl_sync__backend_owns_streams(const dl_sync_backend *b) {
+  return dl_sync__backend_covers_own_stream(b) && b->own_stream_create != NULL &&
+         (b->available == NULL || b->available(b->ctx, DL_SYNC_OP_OWN_STREAM_CREATE));
+}
+
+int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b) {
+  size_t needed = offsetof(dl_sync_backend, context_exclusive_call_name) +
+                  sizeof b->context_exclusive_call_name;
+  return b->size >= needed && b->context_exclusive != NULL;
+}
+
+int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b) {
   size_t needed =
-      offsetof(dl_sync_backend, recording_stream_busy) + sizeof b->recording_stream_busy;
-  return b->size >= needed && b->recording_stream_busy != NULL;
+      offsetof(dl_sync_backend, event_synchronize_disturbs) + sizeof b->event_synchronize_disturbs;
+  return b->size >= needed && b->event_synchronize_disturbs != NULL;
 }
 
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {

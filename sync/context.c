@@ -99,10 +99,13 @@ int dl_sync__context_exclusive(dl_sync__guard *guard, const dl_sync__bound *stre
     handle = DL_SYNC_STREAM_LEGACY;
   }
   const dl_sync_backend *b = guard->backend;
-  int code = dl_sync__cuda_driver_stream_green(b, handle, exclusive);
-  return code == 0
-             ? DL_SYNC_OK
-             : dl_sync__runtime_call_error(b, "cuStreamGetGreenCtx", code, stream->stream.device);
+  if (!dl_sync__backend_has_context_exclusive(b)) return DL_SYNC_OK;
+  int code = b->context_exclusive(b->ctx, handle, exclusive);
+  if (code == 0) return DL_SYNC_OK;
+  *exclusive = 0;
+  const char *call = b->context_exclusive_call_name;
+  return dl_sync__runtime_call_error(b, call != NULL ? call : "context_exclusive", code,
+                                     stream->stream.device);
 }
 
 /* cuGreenCtxCreate: "a green context can be current to only one thread at a time": a

@@ -80,8 +80,19 @@ static dl_sync__pool *pool_new(const dl_sync_backend *backend, DLDevice device, 
   return pool;
 }
 
+/* The pool's own streams (release_watch.c), freed with it. */
+static void watches_free(dl_sync__pool *pool) {
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  while (w != NULL) {
+    dl_sync__watch *before = w->before;
+    free(w);
+    w = before;
+  }
+}
+
 static void pool_free(dl_sync__pool *pool) {
   atomic_fetch_sub(&pools_allocated, 1);
+  watches_free(pool);
   free(pool->ring);
   free(pool);
 }
@@ -328,17 +339,33 @@ static int context_alive(const dl_sync_backend *b, void *context, uint64_t conte
   return b->context_id == NULL || (b->context_id(b->ctx, context, &now) == 0 && now == context_id);
 }
 
-int dl_sync__pool_alive(const dl_sync__pool *pool) {
-  return !dl_sync__pool_dropped(pool) &&
-         context_alive(pool->backend, pool->context, pool->context_id);
+/* A pool found gone is dropped: its context, perhaps destroyed (its handle dead), is asked
+   about once, never again by a later release or by dl_sync_shutdown. */
+int dl_sync__pool_alive(dl_sync__pool *pool) {
+  if (dl_sync__pool_dropped(pool)) return 0;
+  if (context_alive(pool->backend, pool->context, pool->context_id)) return 1;
+  dl_sync__pool_drop(pool);
+  return 0;
+}
+
+/* Destroys the pool's own stream (alive: its context still is), marked gone first. */
+static int own_stream_destroy(dl_sync__pool *pool, int alive) {
+  const dl_sync_backend *b = pool->backend;
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  if (w == NULL || atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
+  int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
+  return code == 0 ? DL_SYNC_OK
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
 }
 
 /* Retires pool and destroys its idle events. They are taken out under its lock and
    destroyed with none held, so that a graph's user-object destructor giving an event back
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
    Returns the first failure's status in *status, and whether the pool may be freed now
-   (else its last outstanding event frees it: dl_sync__pool_release). */
-static int drain(dl_sync__pool *pool, int *status) {
+   (else its last outstanding event frees it: dl_sync__pool_release). With events out, drain
+   holds the pool as one of them until it is done with it: a destructor giving the last one
+   back meanwhile (during an event_destroy) must not free the pool under drain. */
+static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
   int alive = dl_sync__pool_alive(pool);
@@ -349,8 +376,12 @@ static int drain(dl_sync__pool *pool, int *status) {
   pool->destroyed += count;
   pool->retired = 1; /* no event is put in the ring again */
   int unused = pool->outstanding == 0;
-  /* With events still out, a graph may free the pool from here on: the ring leaves it. */
-  if (!unused) pool->ring = NULL;
+  /* With events still out, a graph may free the pool once drain let it go: the ring leaves
+     it, and drain holds it as one more event out. */
+  if (!unused) {
+    pool->ring = NULL;
+    pool->outstanding++;
+  }
   unlock(&pool->lock);
   for (size_t i = 0; i < count && alive; i++) {
     int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
@@ -358,10 +389,16 @@ static int drain(dl_sync__pool *pool, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  return unused;
+  int watch = keep_own_stream && !unused ? DL_SYNC_OK : own_stream_destroy(pool, alive);
+  if (*status == DL_SYNC_OK) *status = watch;
+  if (unused) return 1;
+  lock(&pool->lock);
+  int last = --pool->outstanding == 0; /* drain's hold let go: the events came back meanwhile */
+  unlock(&pool->lock);
+  return last;
 }
 
-int dl_sync__pools_drain_all(void) {
+int dl_sync__pools_drain_all(int keep_own_streams) {
   int status = DL_SYNC_OK;
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
@@ -370,7 +407,7 @@ int dl_sync__pools_drain_all(void) {
       dl_sync__pool *pool = atomic_exchange(&set->pools[d], NULL);
       while (pool != NULL) {
         dl_sync__pool *next = pool->next;
-        if (drain(pool, &status)) pool_free(pool);
+        if (drain(pool, keep_own_streams, &status)) pool_free(pool);
         pool = next;
       }
     }

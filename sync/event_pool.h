@@ -13,6 +13,15 @@ typedef struct spinlock {
   atomic_bool held;
 } spinlock;
 
+/* A stream of dlsync's own that the pool's deferred releases are watched on
+   (release_watch.c makes it; the pool destroys it at dl_sync_shutdown and frees it). */
+struct dl_sync__watch {
+  void *stream;           /* dlsync's own, of the pool's device and context */
+  atomic_int gone;        /* destroyed (a device reset, or dl_sync_shutdown) */
+  atomic_uint checked;    /* the last poll pass that checked it */
+  dl_sync__watch *before; /* the pool's earlier one, gone; freed with the pool */
+};
+
 /* One pool: its key is read by the caches (which pool a slot holds events of); the rest
    is event_pool.c's, under lock. */
 struct dl_sync__pool {
@@ -29,6 +38,7 @@ struct dl_sync__pool {
   void **ring;         /* idle events, oldest at head */
   size_t head, count, capacity;
   uint64_t created, destroyed, outstanding, acquired;
+  _Atomic(dl_sync__watch *) watch; /* deferred releases' own stream (release_watch.c) */
 };
 
 /* event_pool.c: takes back a cache's events and its count of borrows (the caller holds the
@@ -38,11 +48,12 @@ void dl_sync__pool_take_back(dl_sync__pool *pool, void *const *events, unsigned 
 
 /* event_pool.c, for lifecycle.c: the pools of backend's device (newest first, through
    next; NULL when none), one pool's counters added to out with what the caches hold of it,
-   and every pool retired, its idle events destroyed (the first failure's status). */
+   and every pool retired, its idle events destroyed (the first failure's status), and its
+   own stream (release_watch.c) unless keep_own_streams: releases still wait there. */
 dl_sync__pool *dl_sync__pools_of(const dl_sync_backend *backend, int32_t device_id);
 void dl_sync__pool_add_stats(dl_sync__pool *pool, uint64_t cached, uint64_t cached_acquired,
                              dl_sync_pool_stats *out);
-int dl_sync__pools_drain_all(void);
+int dl_sync__pools_drain_all(int keep_own_streams);
 
 /* thread_cache.c: the lock that keeps events from moving between the caches and the pools
    (statistics, shutdown); what the caches hold for pool (idle events, borrows not yet

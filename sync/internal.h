@@ -218,9 +218,6 @@ int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_st
 /* backends/cuda_driver.c: gives back the primary-context references the driver backend
    took to name default streams; called by dl_sync_shutdown once the pools are gone. */
 int dl_sync__cuda_driver_release_contexts(void);
-/* backends/cuda_driver.c, for the driver backend (0 and *green 0 for any other): whether
-   stream (CU_STREAM_LEGACY: the current context) is a green context's; the runtime's code. */
-int dl_sync__cuda_driver_stream_green(const dl_sync_backend *backend, void *stream, int *green);
 /* Whether a record's code says the event no longer exists (its context reset or destroyed
    under it). */
 int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code);
@@ -230,8 +227,14 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
 /* Whether an optional operation (its callback set, and available if the backend says) can
    be used: the one test of stream_wait_external and graph_retain. */
 int dl_sync__backend_available(const dl_sync_backend *b, dl_sync_op op);
-/* Whether b has recording_stream_busy (set, and covered by b's size). */
-int dl_sync__backend_has_recording_stream_busy(const dl_sync_backend *b);
+/* Whether b's size covers the own_stream members, and whether b has them and uses them now:
+   its deferred releases are watched on a stream of dlsync's own (release_watch.c). */
+int dl_sync__backend_covers_own_stream(const dl_sync_backend *b);
+int dl_sync__backend_owns_streams(const dl_sync_backend *b);
+/* Whether b has context_exclusive (set, and b's size covers it and its call name). */
+int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b);
+/* Whether b has event_synchronize_disturbs (set, and covered by b's size). */
+int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \
@@ -270,7 +273,7 @@ long dl_sync__pools_allocated(void);
 void dl_sync__pool_release(dl_sync__pool *pool, void *event);
 /* Whether pool's context is still the one its events were made in (a destroyed or reset
    context took them with it); always with backends without contexts. */
-int dl_sync__pool_alive(const dl_sync__pool *pool);
+int dl_sync__pool_alive(dl_sync__pool *pool);
 /* An event borrowed for one call: where it came from and goes back to. */
 typedef struct dl_sync__borrowed {
   void *event;
@@ -288,6 +291,16 @@ int dl_sync__pool_borrow_recorded(dl_sync__guard *guard, dl_sync__bound *stream,
 /* The borrow alone (the event not recorded yet). */
 int dl_sync__pool_borrow(dl_sync__guard *guard, dl_sync__bound *stream, dl_sync__borrowed *out);
 void dl_sync__pool_return(const dl_sync__borrowed *borrowed);
+
+/* release_watch.c: a deferred release's event on a stream of dlsync's own, for a backend
+   that owns streams (dl_sync__backend_owns_streams): E1 recorded on consumer, the pool's own
+   stream (made at first use) waits for it, and *event (of *pool) is recorded there. */
+typedef struct dl_sync__watch dl_sync__watch;
+int dl_sync__watch_record(dl_sync__guard *guard, dl_sync__bound *consumer, dl_sync__watch **watch,
+                          dl_sync__pool **pool, void **event);
+/* Whether the own stream may be asked about: checked once per poll pass (pass), never read
+   again once found gone (a device reset destroyed it). */
+int dl_sync__watch_usable(const dl_sync_backend *b, dl_sync__watch *w, unsigned pass);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);
@@ -373,14 +386,18 @@ extern atomic_int dl_sync__releases_pending;
 typedef struct dl_sync__pending dl_sync__pending;
 /* EINVAL (naming the tensor) when tensor waits for its release already. */
 int dl_sync__release_check_new(const void *tensor);
+/* For the tests: called (when set) while the tensor set grows, its old buckets freed and the
+   new ones not yet in place, under the queues' lock. */
+extern void (*dl_sync__release_grow_hook)(void);
 /* A release of tensor for a deleter to run later; NULL without memory. Freed with free()
    until it is deferred or kept. */
 dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy);
-/* Queues it behind event (of pool and b, recorded on consumer, which binding identified):
-   OK, or EINVAL when its tensor waits already, ENOMEM; then nothing is queued and the
-   event and p are still the caller's. */
+/* Queues it behind event (of pool and b, recorded after the work of consumer, which binding
+   identified; on watch's own stream where watch is not NULL): OK, or EINVAL when its tensor
+   waits already, ENOMEM; then nothing is queued and the event and p are still the
+   caller's. */
 int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
-                           void *event, const dl_sync__bound *consumer);
+                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer);
 /* Marks its tensor kept by a graph (EINVAL when it waits already, ENOMEM); then the graph's
    user object is given dl_sync__pending_graph_gone(p) as its release, and the retain's
    outcome is told: kept, or abandoned (the graph refused it: the tensor is the caller's
@@ -395,8 +412,8 @@ int dl_sync__release_finish(int wait);
 /* The deferred releases queued now. */
 int dl_sync__releases_queued(void);
 /* What dl_sync_shutdown reports of the releases it could not finish: EBACKEND naming how
-   many could not be asked about (never finished; reported once) and how many still wait
-   (their stream captures, or is gone where asking would read it), else OK. */
+   many failed (never finished; reported once) and how many still wait (their event's
+   query answered that a capture refuses it now), else OK. */
 int dl_sync__release_report_left(void);
 
 /* Waits, at most timeout_ms (< 0: until a release waits), for a release to be queued or for

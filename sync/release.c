@@ -45,16 +45,21 @@ DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bou
 }
 
 /* The producer does not order its reuse: the deleter waits for an event of the consumer's
-   work. */
+   work, recorded on the consumer's stream, or, where the backend's queries read the
+   recording stream (HIP), on a stream of dlsync's own after the consumer's work
+   (release_watch.c). */
 static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
                  const dl_sync__release_target *t) {
   dl_sync__pending *p = dl_sync__pending_new(t->tensor, t->legacy);
   if (p == NULL) return no_memory();
   dl_sync__pool *pool = NULL;
+  dl_sync__watch *watch = NULL;
   void *event = NULL;
-  int status = dl_sync__pool_acquire_recorded(guard, consumer, &pool, &event);
+  int status = dl_sync__backend_owns_streams(guard->backend)
+                   ? dl_sync__watch_record(guard, consumer, &watch, &pool, &event)
+                   : dl_sync__pool_acquire_recorded(guard, consumer, &pool, &event);
   if (status == DL_SYNC_OK)
-    status = dl_sync__pending_defer(p, guard->backend, pool, event, consumer);
+    status = dl_sync__pending_defer(p, guard->backend, pool, event, watch, consumer);
   if (status == DL_SYNC_OK) return DL_SYNC_RELEASE_DEFERRED;
   if (event != NULL) dl_sync__pool_release(pool, event);
   free(p);

@@ -33,10 +33,13 @@ struct dl_sync__pending {
   void *tensor;
   int legacy;
   unsigned generation; /* the fork generation it was made in: a parent's is never run */
-  /* A deferred release: its event, of this pool and backend, recorded on queue's stream. */
+  /* A deferred release: its event, of this pool and backend, recorded on queue's stream, or
+     after its work on watch's own stream (release_watch.c). */
   dl_sync__pool *pool;
   void *event;
+  dl_sync__watch *watch;
   struct release_queue *queue;
+  int failed; /* asked about, and the answer was final: never finished (under the lock) */
   /* A graph's: RETAINING, then KEPT until its user object goes (GONE), or ABANDONED when
      the graph refused it (the tensor is the caller's again; the entry is freed by the user
      object's release, or by the retain's caller when that came first). */
@@ -97,6 +100,8 @@ static void unlock(void) {
   dl_sync__spin_unlock(&held);
 }
 
+void (*dl_sync__release_grow_hook)(void);
+
 static size_t hash_pointer(const void *p) {
   uint64_t x = (uint64_t)(uintptr_t)p * UINT64_C(0x9e3779b97f4a7c15);
   return (size_t)(x ^ (x >> 29));
@@ -132,6 +137,7 @@ static void tensor_grow(void) {
       *at = p;
     }
   free(tensors.buckets);
+  if (dl_sync__release_grow_hook != NULL) dl_sync__release_grow_hook();
   tensors.buckets = buckets;
   tensors.size = size;
 }
@@ -231,19 +237,34 @@ static void queue_drop(release_queue *q) {
 
 /* --- what the release calls use ---------------------------------------------------- */
 
-static int already_released(const void *tensor) {
+/* its_release_failed: it was asked about and failed for good (reported by the next
+   dl_sync_shutdown). */
+static int already_released(const void *tensor, int its_release_failed) {
+  if (its_release_failed)
+    return dl_sync__error(DL_SYNC_EINVAL,
+                          "tensor %p is already released, and that release failed: whether "
+                          "the consumer's work on it completed cannot be known (its context "
+                          "destroyed or reset, the device lost or reset), so its deleter never "
+                          "runs and the tensor is leaked (a tensor is released once)",
+                          tensor);
   return dl_sync__error(DL_SYNC_EINVAL,
                         "tensor %p is already released: its deleter runs once the consumer's "
                         "work on it completed (a tensor is released once)",
                         tensor);
 }
 
+/* The tensor's release, under the lock: EINVAL saying how it stands, or OK when none. */
+static int check_new(const void *tensor) {
+  const dl_sync__pending *p = tensor_find(tensor);
+  return p != NULL ? already_released(tensor, p->failed) : DL_SYNC_OK;
+}
+
 int dl_sync__release_check_new(const void *tensor) {
   if (atomic_load_explicit(&tensors_claimed, memory_order_relaxed) == 0) return DL_SYNC_OK;
   lock();
-  int waits = tensor_find(tensor) != NULL;
+  int status = check_new(tensor);
   unlock();
-  return waits ? already_released(tensor) : DL_SYNC_OK;
+  return status;
 }
 
 dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy) {
@@ -284,8 +305,18 @@ void dl_sync__release_wait(int timeout_ms, const atomic_int *stop) {
   dl_sync__mutex_unlock(&waiters_lock);
 }
 
+/* A fork holds the lock meanwhile, so that the child never copies the tables half changed
+   (a tensor table growing, its old buckets freed and not yet replaced). */
+static void hold_for_fork(void) {
+  lock();
+}
+
+static void let_go_after_fork(void) {
+  unlock();
+}
+
 static void register_fork_handler(void) {
-  dl_sync__on_fork(NULL, NULL, forget_in_child);
+  dl_sync__on_fork(hold_for_fork, let_go_after_fork, forget_in_child);
 }
 
 static void watch_fork(void) {
@@ -294,10 +325,11 @@ static void watch_fork(void) {
 }
 
 int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
-                           void *event, const dl_sync__bound *consumer) {
+                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer) {
   watch_fork();
   p->pool = pool;
   p->event = event;
+  p->watch = watch;
   release_queue *fresh = NULL;
   lock();
   int claimed = tensor_claim(p);
@@ -320,28 +352,26 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   } else if (claimed) {
     tensor_unclaim(p);
   }
-  int known = !claimed && tensor_find(p->tensor) != NULL;
+  int known = claimed ? DL_SYNC_OK : check_new(p->tensor);
   unlock();
   free(fresh);
   if (q != NULL) {
     wake_waiters();
     return DL_SYNC_OK;
   }
-  return known ? already_released(p->tensor)
-               : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
+  return known != DL_SYNC_OK ? known : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
 int dl_sync__pending_keep(dl_sync__pending *p) {
   watch_fork();
   lock();
   int claimed = tensor_claim(p);
-  int known = !claimed && tensor_find(p->tensor) != NULL;
+  int known = claimed ? DL_SYNC_OK : check_new(p->tensor);
   if (claimed) atomic_fetch_add(&dl_sync__releases_pending, 1);
   unlock();
   if (claimed) wake_waiters(); /* so that it polls while the graph lives, and finds it gone */
   if (claimed) return DL_SYNC_OK;
-  return known ? already_released(p->tensor)
-               : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
+  return known != DL_SYNC_OK ? known : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
 static void push_gone(dl_sync__pending *p) {
@@ -409,46 +439,34 @@ static int take_gone(dl_sync__pending **done) {
   return n;
 }
 
-/* Whether q's head may be asked now: not where the backend says asking would disturb a
-   capture of its stream or read a stream gone; another thread's per-thread stream, which no
-   other thread can name, only where the backend's rules never read the stream. */
-static int may_ask(release_queue *q) {
-  const dl_sync_backend *b = q->backend;
-  if (!dl_sync__backend_has_recording_stream_busy(b)) return 1;
-  dl_sync__guard guard;
-  dl_sync__guard_init(&guard, b);
-  int busy = q->thread != 0 && q->thread != this_thread(); /* unnameable */
-  dl_sync__quiet(1); /* a poll that leaves a release for later reports nothing */
-  int status = dl_sync__guard_enter(&guard, &q->stream);
-  if (status == DL_SYNC_OK && b->recording_stream_busy(b->ctx, q->stream.stream.handle, &busy) != 0)
-    busy = 1;
-  status = dl_sync__guard_end(&guard, q->stream.stream.device, status);
-  dl_sync__quiet(0);
-  return status == DL_SYNC_OK && !busy;
-}
-
 enum { NOT_YET, DONE, FAILED };
 
-/* Whether p's work completed; with wait, waits for it on the host. A failure is final:
-   the entry is never asked again (a destroyed or reset context, a sticky error). */
-static int ask(const dl_sync__pending *p, int wait) {
+/* Whether p's work completed; with wait, waits for it on the host. Only an event dlsync may
+   ask about is asked: one recorded on the consumer's stream where the backend's queries
+   read no stream, else one on dlsync's own stream (release_watch.c), checked once per
+   pass. An answer is classified where it comes: a capture that refuses the call now
+   (ECAPTURE) is asked again at the next poll; any other failure is final, the entry never
+   asked again (a destroyed or reset context, the own stream destroyed by a device reset, a
+   stream of a destroyed execution context, a sticky error). */
+static int ask(const dl_sync__pending *p, int wait, unsigned pass) {
   const dl_sync_backend *b = p->queue->backend;
   if (!dl_sync__pool_alive(p->pool)) return FAILED; /* its event went with its context */
+  if (p->watch != NULL && !dl_sync__watch_usable(b, p->watch, pass)) return FAILED;
   int complete = 0;
   int code =
       wait ? b->event_synchronize(b->ctx, p->event) : b->event_query(b->ctx, p->event, &complete);
-  if (code != 0) return FAILED;
+  if (code != 0) return b->error_status(b->ctx, code) == DL_SYNC_ECAPTURE ? NOT_YET : FAILED;
   return wait || complete ? DONE : NOT_YET;
 }
 
 /* Takes q's oldest releases while they are done (under the lock on entry and exit; not
    while asking). Failed ones go to the left list. Returns how many finished. */
-static int drain_queue(release_queue *q, int wait, dl_sync__pending **done) {
+static int drain_queue(release_queue *q, int wait, unsigned pass, dl_sync__pending **done) {
   int n = 0;
   q->looked_at = 1;
   for (dl_sync__pending *p = q->head; p != NULL; p = q->head) {
     unlock();
-    int answer = may_ask(q) ? ask(p, wait) : NOT_YET;
+    int answer = ask(p, wait, pass);
     lock();
     if (answer == NOT_YET) break;
     q->head = p->next;
@@ -456,6 +474,7 @@ static int drain_queue(release_queue *q, int wait, dl_sync__pending **done) {
     atomic_fetch_sub_explicit(&queued, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&dl_sync__releases_pending, 1, memory_order_relaxed);
     if (answer == FAILED) {
+      p->failed = 1;
       p->next = failed; /* its tensor stays in the set until reported: released once */
       failed = p;
       atomic_fetch_add_explicit(&left_failed, 1, memory_order_relaxed);
@@ -470,16 +489,20 @@ static int drain_queue(release_queue *q, int wait, dl_sync__pending **done) {
   return n;
 }
 
-/* One pass over the queues no other poll looks at; the finished ones onto done. */
+/* One pass over the queues no other poll looks at; the finished ones onto done. A pass
+   checks each own stream once (release_watch.c). */
+static atomic_uint passes;
+
 static int drain_queues(int wait, dl_sync__pending **done) {
   int n = 0;
+  unsigned pass = atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed) + 1;
   lock();
   for (release_queue *q = first_queue, *next; q != NULL; q = next) {
     if (q->looked_at) {
       next = q->next;
       continue;
     }
-    n += drain_queue(q, wait, done);
+    n += drain_queue(q, wait, pass, done);
     next = q->next; /* q stayed linked while its head was asked */
     if (q->head == NULL) queue_drop(q);
   }
@@ -538,21 +561,15 @@ int dl_sync__release_report_left(void) {
   for (release_queue *q = first_queue; q != NULL; q = q->next)
     for (dl_sync__pending *p = q->head; p != NULL; p = p->next) unasked++;
   unlock();
-  if (failures != 0)
-    return dl_sync__error(DL_SYNC_EBACKEND,
-                          "%d releases could not be finished: asking whether their consumer's "
-                          "work completed failed (its context destroyed or reset, or the "
-                          "device lost); their deleters never run, their tensors are leaked",
-                          failures);
-  if (unasked != 0)
-    return dl_sync__error(DL_SYNC_EBACKEND,
-                          "%d releases still wait: their event cannot be asked about now "
-                          "without disturbing the runtime (their consumer stream is capturing, "
-                          "or was destroyed where the runtime would read it); a poll finishes "
-                          "those whose stream's capture ended, never those of a destroyed "
-                          "stream (their tensors are leaked)",
-                          unasked);
-  return DL_SYNC_OK;
+  if (failures == 0 && unasked == 0) return DL_SYNC_OK;
+  return dl_sync__error(
+      DL_SYNC_EBACKEND,
+      "%d releases could not be finished: asking whether their consumer's work completed "
+      "failed for good (its context destroyed or reset, the device lost or reset); their "
+      "deleters never run, their tensors are leaked. %d releases still wait: the runtime "
+      "answered that a capture refuses the question now; a poll after the capture ends "
+      "finishes them",
+      failures, unasked);
 }
 
 /* In a child after fork() the parent's releases are never run: their events are the

@@ -7,9 +7,9 @@
  * none wait; a release that waits wakes it (release_queue.c). The deleters run on it with
  * no lock held.
  *
- * While it runs, this copy stays mapped (a dlclose of its holder leaves its code for the
- * thread). A forked child does not have it (and never runs the parent's releases): there it
- * is stopped, and may be started again.
+ * Once it has started, this copy stays mapped for the life of the process (a dlclose of its
+ * holder leaves its code for the thread, which may be started again). A forked child does not have
+ * it (and never runs the parent's releases): there it is stopped, and may be started again.
  */
 #include <stdatomic.h>
 

@@ -25,7 +25,18 @@ typedef struct tensor_owner {
   dl_sync_tensor_event_owner record; /* first: the tensor's manager_ctx points here */
   atomic_uint refs;
   dl_sync__pool *pool;
+  uint64_t recorded_by; /* the thread that recorded it last in this copy (this_thread) */
 } tensor_owner;
+
+/* A thread's identity, never given to another thread (an exited thread's thread-locals may
+   be a new thread's): a number drawn once per thread; 0: not drawn yet. */
+static DL_SYNC__THREAD_LOCAL uint64_t thread_number;
+static atomic_uint_fast64_t threads_numbered;
+
+static uint64_t this_thread(void) {
+  if (thread_number == 0) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
+  return thread_number;
+}
 
 static void owner_retain(void *event_ctx) {
   tensor_owner *owner = event_ctx;
@@ -207,7 +218,9 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
       .retain = owner_retain,
       .release = owner_release,
       .context_id = producer->context_id,
+      .producer_stream = producer->stream.handle,
   };
+  owner->recorded_by = this_thread();
   return owner;
 }
 
@@ -216,10 +229,15 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
   ((record)->size >= offsetof(dl_sync_tensor_event_owner, field) + sizeof((record)->field))
 
 /* A record names the producer's reuse stream from minor 2 on, and its context from minor 3
-   on (reuse_context_id 0: not named). */
+   on (reuse_context_id 0: not named); from minor 4 a default stream of a backend with
+   contexts is named apart, where older copies do not read it. */
 static int record_reuse(const dl_sync_tensor_event_owner *record, dl_sync__release_target *out) {
-  if (!HAS_FIELD(record, reuse_device) || record->reuse_device.device_type == 0) return 0;
-  out->reuse = (dl_sync_stream){record->reuse_device, record->reuse_stream};
+  if (HAS_FIELD(record, reuse_default_device) && record->reuse_default_device.device_type != 0)
+    out->reuse = (dl_sync_stream){record->reuse_default_device, record->reuse_default_stream};
+  else if (HAS_FIELD(record, reuse_device) && record->reuse_device.device_type != 0)
+    out->reuse = (dl_sync_stream){record->reuse_device, record->reuse_stream};
+  else
+    return 0;
   if (HAS_FIELD(record, reuse_context_id)) {
     out->reuse_context = record->reuse_context;
     out->reuse_context_id = record->reuse_context_id;
@@ -284,7 +302,9 @@ static int writable(const tensor_view *v, const dl_sync_tensor_event_owner *reco
    producer's call names it (bound by the call's guard before anything was switched): the
    legacy stream is the one of the context current here, not of the consumer's. A context
    current to one thread at a time (a green context) is not named: a release from another
-   thread could not make it current to order its legacy stream, and is deferred instead. */
+   thread could not make it current to order its legacy stream, and is deferred instead.
+   With contexts a default stream goes into the minor-4 fields, which older copies do not
+   read: they would name the legacy stream of their own thread's current context. */
 static int name_reuse(dl_sync__guard *guard, dl_sync_tensor_event_owner *record,
                       dl_sync__bound *reuse) {
   if (reuse == NULL) return DL_SYNC_OK;
@@ -293,8 +313,11 @@ static int name_reuse(dl_sync__guard *guard, dl_sync_tensor_event_owner *record,
   int status = names_context ? dl_sync__pool_for_stream(guard, reuse, &pool) : DL_SYNC_OK;
   if (status != DL_SYNC_OK) return status;
   if (pool != NULL && dl_sync__pool_shared_only(pool)) names_context = 0;
-  record->reuse_stream = reuse->stream.handle;
-  record->reuse_device = reuse->stream.device;
+  int apart = guard->contexts && reuse->is_default;
+  record->reuse_stream = apart ? NULL : reuse->stream.handle;
+  record->reuse_device = apart ? (DLDevice){0, 0} : reuse->stream.device;
+  record->reuse_default_stream = apart ? reuse->stream.handle : NULL;
+  record->reuse_default_device = apart ? reuse->stream.device : (DLDevice){0, 0};
   record->reuse_context = names_context ? reuse->context : NULL;
   record->reuse_context_id = names_context ? reuse->context_id : 0;
   return DL_SYNC_OK;
@@ -318,6 +341,14 @@ static int check_reuse(const tensor_view *v, const dl_sync_stream *reuse) {
                         dl_sync__device_type_name(reuse->device.device_type),
                         (int)reuse->device.device_id, v->tensor,
                         dl_sync__device_type_name(v->device.device_type), (int)v->device.device_id);
+}
+
+/* A re-record in place says where: any copy's record of minor 4 (the event's last stream
+   is what a synchronization reads), and this copy's own which thread. */
+static void recorded_on(dl_sync_tensor_event_owner *record, const dl_sync__bound *producer) {
+  if (HAS_FIELD(record, producer_stream)) record->producer_stream = producer->stream.handle;
+  if (record->retain == owner_retain)
+    ((tensor_owner *)record->event_ctx)->recorded_by = this_thread();
 }
 
 /* Records on producer (re-recording the event of any copy in place); *installed receives
@@ -348,6 +379,7 @@ static int record(const tensor_view *v, dl_sync_stream producer, const dl_sync_s
     if (fresh != NULL) record = &fresh->record;
   } else if (status == DL_SYNC_OK) {
     status = dl_sync__record(&guard, record->event, &bound);
+    if (status == DL_SYNC_OK) recorded_on(record, &bound);
   }
   if (status == DL_SYNC_OK)
     status = name_reuse(&guard, record, reuse != NULL ? &reuse_bound : NULL);
@@ -441,6 +473,40 @@ static int wait_for(const void *tensor, int legacy, dl_sync_stream consumer) {
   return dl_sync__guard_end(&guard, consumer.device, status);
 }
 
+/* Whether the event's last recording stream, the producer's, may be read now by a
+   synchronization (HIP from 5.7 reads it, and from 6.2 to 7.2.0 invalidates its capture):
+   the backend's event_synchronize_disturbs asks it while it neither captures nor is gone.
+   Not through a stream of dlsync's own, as a deferred release is watched: hipStreamWaitEvent
+   reads the event's recording stream as well, unvalidated before 6.2 (a destroyed one's
+   freed memory). A per-thread stream is nameable only on the thread that recorded it
+   through this copy; a record before minor 4 does not say its stream, and is not asked. */
+static int producer_readable(const dl_sync_tensor_event_owner *record, const dl_sync_backend *b) {
+  if (!dl_sync__backend_has_event_synchronize_disturbs(b) || !HAS_FIELD(record, producer_stream))
+    return DL_SYNC_OK;
+  void *stream = record->producer_stream;
+  int disturbs = stream == DL_SYNC_STREAM_PER_THREAD &&
+                 (record->retain != owner_retain ||
+                  ((const tensor_owner *)record->event_ctx)->recorded_by != this_thread());
+  dl_sync__guard guard;
+  dl_sync__guard_init(&guard, b);
+  dl_sync__bound bound;
+  int status = dl_sync__bind(&guard, dl_sync_stream_view(record->device, stream), &bound);
+  if (status == DL_SYNC_OK) status = dl_sync__guard_enter(&guard, &bound);
+  int code = status == DL_SYNC_OK ? b->event_synchronize_disturbs(b->ctx, stream, &disturbs) : 0;
+  status = dl_sync__guard_end(&guard, record->device, status);
+  if (status != DL_SYNC_OK) return status;
+  if (code != 0)
+    return dl_sync__runtime_call_error(b, "event_synchronize_disturbs", code, record->device);
+  if (!disturbs) return DL_SYNC_OK;
+  return dl_sync__error(
+      DL_SYNC_ECAPTURE,
+      "the tensor's event %p was recorded on stream %p, which is capturing a graph now, was "
+      "destroyed, or is another thread's per-thread stream, and the %s runtime's "
+      "synchronization would read that stream (and invalidate its capture): synchronize after "
+      "the capture ends, or wait on the event from a stream (dl_sync_tensor_wait)",
+      record->event, stream, b->name);
+}
+
 static int synchronize(const void *tensor, int legacy) {
   if (tensor == NULL) return null_tensor();
   tensor_view v = view_of(tensor, legacy);
@@ -449,6 +515,7 @@ static int synchronize(const void *tensor, int legacy) {
   if (status != DL_SYNC_OK || record == NULL) return status;
   const dl_sync_backend *b = NULL;
   status = dl_sync__backend_for(record->device, &b);
+  if (status == DL_SYNC_OK) status = producer_readable(record, b);
   if (status != DL_SYNC_OK) return status;
   int code = b->event_synchronize(b->ctx, record->event);
   if (code == 0) return DL_SYNC_OK;

@@ -524,11 +524,11 @@ static void test_record_reuse_never_writes_another_copys_record(void **state) {
                       (other_copy_fields){.minor = 2, .size = OTHER_COPY_MINOR_2_SIZE});
   assert_non_null(record);
   dl_sync_tensor_event_owner before;
-  memcpy(&before, record, sizeof before);
+  memcpy(&before, record, OTHER_COPY_MINOR_2_SIZE);
   assert_int_equal(dl_sync_tensor_record_reuse(&p.versioned, sim_view(a, 0), sim_view(a, 0)),
                    DL_SYNC_EINVAL);
   assert_error_mentions("recorded by another copy of dlsync");
-  assert_memory_equal(record, &before, sizeof before);
+  assert_memory_equal(record, &before, OTHER_COPY_MINOR_2_SIZE);
   p.versioned.deleter(&p.versioned);
   assert_int_equal(atomic_load(&p.deleted), 1);
   assert_int_equal(atomic_load(&ctx.refs), 0);
@@ -670,6 +670,122 @@ static void test_the_shared_library_deleters_are_visible_to_other_copies(void **
   assert_int_equal(dl_sync_tensor_events_visible(), 1);
 }
 
+/* HIP's rules (5.7 to 7.2.0): a synchronization of an event reads its last recording stream
+   and invalidates that stream's capture, and reads a destroyed one's freed memory. The
+   record names that stream (minor 4): dl_sync_tensor_synchronize asks it first, and refuses
+   (ECAPTURE, saying why) while it captures, once it is destroyed, or where it is another
+   thread's per-thread stream; the capture survives and ends. The control: the same record
+   cut to minor 3's size (an older copy's, which does not say the stream) breaks the capture
+   and reads the destroyed stream, as the runtime does. */
+typedef struct synchronizer {
+  const DLManagedTensorVersioned *tensor;
+  int status;
+} synchronizer;
+
+static void *synchronize_here(void *arg) {
+  synchronizer *s = arg;
+  s->status = dl_sync_tensor_synchronize(s->tensor);
+  return NULL;
+}
+
+static void test_synchronize_asks_the_producers_stream_first(void **state) {
+  (void)state;
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_HIP));
+  for (int control = 0; control < 2; control++) {
+    dl_sync_sim_stream *a;
+    CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+    producer_tensor p;
+    make_tensor(&p, cuda0);
+    CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+    dl_sync_tensor_event_owner *record = p.versioned.manager_ctx;
+    assert_ptr_equal(record->producer_stream, a);
+    uint64_t size = record->size;
+    if (control) record->size = OTHER_COPY_MINOR_3_SIZE;
+    CHECK_SIM(dl_sync_sim_stream_begin_capture(a, DL_SYNC_SIM_CAPTURE_RELAXED));
+    int status = dl_sync_tensor_synchronize(&p.versioned);
+    int32_t capture = -1;
+    CHECK_SIM(dl_sync_sim_stream_capture_info(a, &capture, NULL, NULL));
+    dl_sync_sim_graph *graph = NULL;
+    int ended = dl_sync_sim_stream_end_capture(a, &graph);
+    if (graph != NULL) CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+    if (control) {
+      assert_int_equal(capture, DL_SYNC_CAPTURE_INVALIDATED); /* what the rule protects */
+      assert_int_not_equal(ended, DL_SYNC_SIM_SUCCESS);
+    } else {
+      assert_int_equal(status, DL_SYNC_ECAPTURE);
+      assert_error_mentions("capturing a graph now");
+      assert_int_equal(capture, DL_SYNC_CAPTURE_ACTIVE);
+      assert_int_equal(ended, DL_SYNC_SIM_SUCCESS);
+      CHECK_DL(dl_sync_tensor_synchronize(&p.versioned)); /* the capture ended */
+      /* another thread cannot name this thread's per-thread stream */
+      CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(DL_SYNC_SIM_STREAM_PER_THREAD, 0)));
+      CHECK_DL(dl_sync_tensor_synchronize(&p.versioned));
+      synchronizer other = {&p.versioned, -1};
+      pthread_t thread;
+      pthread_create(&thread, NULL, synchronize_here, &other);
+      pthread_join(thread, NULL);
+      assert_int_equal(other.status, DL_SYNC_ECAPTURE);
+      CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+    }
+    CHECK_SIM(dl_sync_sim_stream_synchronize(a));
+    CHECK_SIM(dl_sync_sim_stream_destroy(a));
+    uint64_t reads = dl_sync_sim_destroyed_stream_reads();
+    status = dl_sync_tensor_synchronize(&p.versioned);
+    assert_int_equal(dl_sync_sim_destroyed_stream_reads() - reads, control ? 1 : 0);
+    if (!control) assert_int_equal(status, DL_SYNC_ECAPTURE);
+    record->size = size;
+    p.versioned.deleter(&p.versioned);
+    assert_int_equal(atomic_load(&p.deleted), 1);
+  }
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
+}
+
+/* event_synchronize_disturbs is the table's last member, read only where a backend's size
+   covers it: a backend built before it (its size ending there) is never asked, and its
+   synchronization is the runtime's (under HIP's rules: the producer's capture broken). The
+   control: the same backend with the size that covers it is asked, once, and refuses. */
+static int disturbs_asked;
+
+static int counting_disturbs(void *ctx, void *stream, int *disturbs) {
+  disturbs_asked++;
+  return dl_sync_sim_backend()->event_synchronize_disturbs(ctx, stream, disturbs);
+}
+
+static dl_sync_backend sized_backends[2]; /* valid until the teardown's shutdown */
+
+static void test_synchronize_asks_only_a_backend_whose_size_covers_the_question(void **state) {
+  (void)state;
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_HIP));
+  for (int covered = 0; covered < 2; covered++) {
+    dl_sync_backend *b = &sized_backends[covered];
+    *b = *dl_sync_sim_backend();
+    b->event_synchronize_disturbs = counting_disturbs;
+    if (!covered) b->size = (uint32_t)offsetof(dl_sync_backend, event_synchronize_disturbs);
+    CHECK_DL(dl_sync_set_backend(kDLCUDA, b));
+    disturbs_asked = 0;
+    dl_sync_sim_stream *a;
+    CHECK_SIM(dl_sync_sim_stream_create(&a, DL_SYNC_SIM_STREAM_NON_BLOCKING));
+    producer_tensor p;
+    make_tensor(&p, cuda0);
+    CHECK_DL(dl_sync_tensor_record(&p.versioned, sim_view(a, 0)));
+    CHECK_SIM(dl_sync_sim_stream_begin_capture(a, DL_SYNC_SIM_CAPTURE_RELAXED));
+    int status = dl_sync_tensor_synchronize(&p.versioned);
+    int32_t capture = -1;
+    CHECK_SIM(dl_sync_sim_stream_capture_info(a, &capture, NULL, NULL));
+    dl_sync_sim_graph *graph = NULL;
+    (void)dl_sync_sim_stream_end_capture(a, &graph);
+    if (graph != NULL) CHECK_SIM(dl_sync_sim_graph_destroy(graph));
+    assert_int_equal(disturbs_asked, covered);
+    assert_int_equal(capture, covered ? DL_SYNC_CAPTURE_ACTIVE : DL_SYNC_CAPTURE_INVALIDATED);
+    if (covered) assert_int_equal(status, DL_SYNC_ECAPTURE);
+    CHECK_SIM(dl_sync_sim_stream_synchronize(a));
+    p.versioned.deleter(&p.versioned);
+    assert_int_equal(atomic_load(&p.deleted), 1);
+    CHECK_SIM(dl_sync_sim_stream_destroy(a));
+  }
+  CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
+}
+
 #define TENSOR_TEST(name) cmocka_unit_test_setup_teardown(name, use_sim, leave_sim)
 
 int main(void) {
@@ -691,6 +807,8 @@ int main(void) {
       TENSOR_TEST(test_a_deleted_tensors_record_reads_as_corrupt),
       TENSOR_TEST(test_records_of_older_minors_are_events),
       TENSOR_TEST(test_record_reuse_never_writes_another_copys_record),
+      TENSOR_TEST(test_synchronize_asks_the_producers_stream_first),
+      TENSOR_TEST(test_synchronize_asks_only_a_backend_whose_size_covers_the_question),
       TENSOR_TEST(test_deleter_of_a_future_abi_major_is_an_error_without_reading_the_tensor),
       TENSOR_TEST(test_near_misses_of_the_deleter_are_foreign),
       TENSOR_TEST(test_the_shared_library_deleters_are_visible_to_other_copies),

@@ -38,6 +38,9 @@ typedef enum dl_sync_op {
   DL_SYNC_OP_EVENT_QUERY,
   DL_SYNC_OP_CAPTURE_INFO,
   DL_SYNC_OP_GRAPH_RETAIN,
+  DL_SYNC_OP_OWN_STREAM_CREATE,
+  DL_SYNC_OP_OWN_STREAM_CHECK,
+  DL_SYNC_OP_OWN_STREAM_DESTROY,
   DL_SYNC_OP_COUNT
 } dl_sync_op;
 
@@ -150,17 +153,42 @@ struct dl_sync_backend {
   const char *context_call_names[5];
 
   /* Added after the first layout: read only when size covers them. */
-  /** Asked before dlsync queries or synchronizes an event it recorded on stream outside any
-      capture (a pending release's; the stream may have been destroyed since): *busy = 1
-      when that must not happen now, because the runtime would invalidate a capture of
-      stream (HIP 6.2 to 7.2.0: hipEventQuery and hipEventSynchronize read the event's last
-      recording stream and invalidate its capture, whatever the thread's interaction mode),
-      or because stream is no longer valid and the runtime would read it anyway (HIP from
-      5.7). *busy is 1 on entry when this thread cannot name the stream (another thread's
-      per-thread default stream): answer 0 then only where asking never reads the recording
-      stream. Called with the stream's device current. NULL: never busy (CUDA, where a query
-      in the relaxed interaction mode disturbs no capture and reads no stream). */
-  int (*recording_stream_busy)(void *ctx, void *stream, int *busy);
+  /** For a runtime whose event query or synchronization reads the stream the event was
+      last recorded on (HIP: it may invalidate that stream's capture, or read it after it
+      was destroyed, or answer for the asking thread's own per-thread stream): dlsync then
+      never asks about a deferred release's event recorded on a stream it does not own (a
+      tensor's event: event_synchronize_disturbs). A deferred release records an event on
+      the consumer's stream, makes a stream of its own wait for it and records there the
+      event it asks about later. own_stream_create makes that stream on the current device
+      (context): non-blocking, never captured, destroyed with own_stream_destroy at
+      dl_sync_shutdown; own_stream_check answers 0 while the stream exists, the runtime's
+      code once it is gone (a device reset destroyed it), without reading a destroyed one.
+      The three come together (and available() may say they are not used now:
+      DL_SYNC_OP_OWN_STREAM_CREATE); NULL: the runtime's queries read no stream (CUDA), and
+      dlsync asks about the event recorded on the consumer's stream. */
+  int (*own_stream_create)(void *ctx, void **stream);
+  int (*own_stream_check)(void *ctx, void *stream);
+  int (*own_stream_destroy)(void *ctx, void *stream);
+  /** For a backend with contexts, asked once per event pool: *exclusive = 1 when stream's
+      context may be current to one thread at a time only (a CUDA green context: "a green
+      context can be current to only one thread at a time"), so that dlsync never makes it
+      current on a thread that does not have it current. stream is an explicit handle, or
+      DL_SYNC_STREAM_LEGACY for the calling thread's current context. NULL: no context of
+      the backend's is. */
+  int (*context_exclusive)(void *ctx, void *stream, int *exclusive);
+  /** The runtime call behind context_exclusive, for messages (NULL: "context_exclusive"). */
+  const char *context_exclusive_call_name;
+  /** Asked before dl_sync_tensor_synchronize synchronizes (event_synchronize) a tensor's
+      event, recorded on stream by its producer (a stream dlsync does not own, which may have
+      been destroyed since): *disturbs = 1 when that must not happen now, because the
+      runtime's synchronization reads the event's last recording stream and would invalidate
+      its capture (HIP 6.2 to 7.2.0, whatever the thread's interaction mode), or would read it
+      after it was destroyed (HIP from 5.7). *disturbs is 1 on entry when this thread cannot
+      name stream (another thread's per-thread default stream): answer 0 then only where the
+      synchronization never reads the recording stream. Called with the stream's device
+      (context) current. Deferred releases never ask it: they are watched on the backend's
+      own stream (own_stream_create). NULL: a synchronization reads no stream (CUDA). */
+  int (*event_synchronize_disturbs)(void *ctx, void *stream, int *disturbs);
 };
 
 /**
@@ -257,7 +285,15 @@ DL_SYNC_API int dl_sync_pool_stats_get(const dl_sync_backend *backend, int32_t d
  * exits gives its cached events back to the pool without any runtime call; only this
  * function destroys them. Events still owned by graphs stay valid; their pools are
  * retired: such an event, given back when its graph is destroyed, is never handed out
- * again. dlsync works again after it: the pools are rebuilt on demand. Must not run
+ * again, nor destroyed: its runtime handle stays allocated until the process ends (or its
+ * context goes), because the graph's destructor may call no runtime, and after the shutdown
+ * a device reset may already have destroyed it. With the CUDA driver backend, the shutdown
+ * asks cuCtxGetId once of each context it made events in and has not found gone yet, and
+ * leaves the events of a context destroyed or reset since alone; a context destroyed
+ * before the shutdown (against the rule below) is thus asked about once after its
+ * destruction: CUDA answers an error, or, where its handle came back for a new context,
+ * another id; dlsync asks it nothing more, in this shutdown or in a poll.
+ * dlsync works again after it: the pools are rebuilt on demand. Must not run
  * concurrently with other dlsync calls (graph user-object destructors on the runtime's
  * threads may). It stops the release thread for the call, waiting for a deleter that
  * thread runs to return, and runs finished releases' deleters on the calling thread: the

@@ -32,15 +32,26 @@
  * waits. They run with no lock of dlsync's held, never on a runtime's callback thread.
  *
  * Asking whether a release's work completed never breaks a capture: the event is queried in
- * the relaxed capture interaction mode (the caller's put back), was recorded outside any
- * capture, and where the runtime would invalidate the capture of the stream the event was
- * recorded on (HIP 6.2 to 7.2.0), it is not asked while that stream captures. Where the
- * runtime reads that stream to answer (HIP from 5.7), it is not asked once the stream is
- * destroyed (hipStreamDestroy, hipDeviceReset): that release stays pending, and
- * dl_sync_shutdown reports it. A query that fails (a destroyed or reset context, a lost
- * device) is not asked again: that release is never finished (its tensor is leaked), holds
- * no other up, and dl_sync_shutdown reports it. In a child after fork() the parent's pending
- * releases are never run (their events are not the child's): their tensors are leaked there.
+ * the relaxed capture interaction mode (the caller's put back) and was recorded outside any
+ * capture. Where the runtime reads the event's recording stream to answer (HIP, every
+ * version: it may invalidate that stream's capture, read it once destroyed, or take a
+ * per-thread stream for the asking thread's own), dlsync asks only about an event on a
+ * stream of its own: the release makes that stream wait for the consumer's work and records
+ * the event there, so the consumer's stream may begin a capture or be destroyed at any time,
+ * and any thread (the release thread too) finishes a release onto a per-thread stream. A
+ * query refused by a capture is asked again at the next poll; any other failure (a destroyed
+ * or reset context, a lost or reset device, a destroyed execution context's stream) is
+ * final: that release is never finished (its tensor is leaked; releasing it again is EINVAL
+ * saying so), holds no other up, and dl_sync_shutdown reports it. In a child after fork()
+ * the parent's pending releases are never run (their events are not the child's): their
+ * tensors are leaked there.
+ *
+ * The reuse stream is the producer's: dlsync asks whether it captures and, when it does
+ * not, makes it wait for the consumer's work. A capture the producer begins on that stream
+ * between the two (on another thread) would take the wait into its graph, or be broken by
+ * it, and dlsync cannot close that window without the producer. So a producer must not begin
+ * a capture on a stream it named as a reuse stream while a consumer may release its tensors
+ * (name a stream it never captures on, e.g. its allocator's own), or must name none.
  */
 #ifndef DL_SYNC_RELEASE_H_
 #define DL_SYNC_RELEASE_H_
@@ -95,7 +106,8 @@ DL_SYNC_API int dl_sync_legacy_tensor_record_reuse(DLManagedTensor *tensor, dl_s
 
 /** Runs the deleters of the deferred releases whose work completed (and of graphs gone),
     on this thread; returns how many ran. Never blocks on the device. Its cost is one event
-    query per consumer stream with releases waiting, plus one per release finished. */
+    query per consumer stream with releases waiting, plus one per release finished (on HIP,
+    one check of dlsync's own stream per device more). */
 DL_SYNC_API int dl_sync_release_poll(void);
 
 /** The releases still pending (deferred, or kept by a graph). */
@@ -107,8 +119,9 @@ DL_SYNC_API int dl_sync_release_pending(void);
  * about once a millisecond while some wait (every 50 ms while only graphs keep releases),
  * and runs their deleters on itself, no lock of dlsync's held. For consumers that never
  * call dl_sync_release_poll. Its deleters must be callable from a thread of their library's
- * choosing (a Python deleter takes the GIL itself). This copy of dlsync stays mapped while
- * it runs; stop it before the process's libraries are torn down (a Python module: at exit).
+ * choosing (a Python deleter takes the GIL itself). Once started, this copy of dlsync stays
+ * mapped for the life of the process (a dlclose of it unmaps nothing); stop the thread before
+ * the process's libraries are torn down (a Python module: at exit).
  * A forked child does not have it. ENOMEM when the system makes no thread.
  */
 DL_SYNC_API int dl_sync_release_thread_start(void);

@@ -53,7 +53,13 @@ DL_SYNC_API int dl_sync_tensor_wait(const DLManagedTensorVersioned *tensor,
                                     dl_sync_stream consumer);
 
 /** Blocks the host until the tensor's event completed (no-op without one; the errors of
-    dl_sync_tensor_has_event for an event this copy cannot use). */
+    dl_sync_tensor_has_event for an event this copy cannot use). ECAPTURE, the tensor
+    unchanged, where the runtime's synchronization would read the stream the event was
+    recorded on (HIP 5.7 to 7.2.0) and that stream captures now (its capture would be
+    invalidated), is destroyed, or is another thread's per-thread default stream. That
+    stream is the producer's: a capture begun on it after dlsync asked and before the
+    synchronization is not seen, so a producer must not begin one there while a consumer
+    synchronizes the tensor. */
 DL_SYNC_API int dl_sync_tensor_synchronize(const DLManagedTensorVersioned *tensor);
 
 /** 1 when the tensor carries a dlsync event this copy can use, 0 when it carries none

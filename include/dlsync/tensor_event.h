@@ -45,7 +45,7 @@ extern "C" {
 #define DL_SYNC_TENSOR_EVENT_MAGIC UINT64_C(0x646c73796e636576)
 /** A copy waits only on records of its own major; minors only add fields at the end. */
 #define DL_SYNC_TENSOR_EVENT_ABI_MAJOR 1
-#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 3
+#define DL_SYNC_TENSOR_EVENT_ABI_MINOR 4
 
 /** Runtime families: which runtime's events the native handle is. Derived from the
     device type: CUDA for kDLCUDA, kDLCUDAHost, kDLCUDAManaged; ROCm for kDLROCM and
@@ -92,7 +92,8 @@ typedef struct dl_sync_tensor_event_owner {
   /** The producer's reuse stream: the stream its allocator hands the tensor's memory out
       again on once the deleter ran (a stream-ordered pool's free stream). A consumer that
       releases the tensor (dl_sync_tensor_release) makes it wait for the consumer's work
-      first. Its device type is 0 when the producer named none. */
+      first. Its device type is 0 when the producer named none, and from minor 4 when the
+      reuse stream is a default stream of a backend with contexts (reuse_default_stream). */
   void *reuse_stream;
   DLDevice reuse_device;
   /* Minor 3 (present when size covers it). */
@@ -105,6 +106,20 @@ typedef struct dl_sync_tensor_event_owner {
   /** That context's identity (cuCtxGetId), 0 without one: a consumer orders the reuse
       stream only while its context is still this one. */
   uint64_t reuse_context_id;
+  /* Minor 4 (present when size covers it). */
+  /** With a backend that has contexts, a default reuse stream (a legacy handle): its handle
+      and device, written here instead of reuse_stream and reuse_device. A copy before
+      minor 3 reads those without a context and would order the legacy stream of its own
+      thread's current context; a copy of minor 3 reads a green context's there without
+      one. Such copies find no reuse stream, and defer the release. Device type 0: none. */
+  void *reuse_default_stream;
+  DLDevice reuse_default_device;
+  /** The stream the event was last recorded on, as the recording call named it (written
+      by whichever copy records it, the owner's record re-recorded in place included):
+      where a runtime's synchronization of the event reads that stream (HIP 5.7 to 7.2.0,
+      which invalidates its capture), dl_sync_tensor_synchronize asks first whether it
+      captures or is gone. A per-thread default stream is the recording thread's. */
+  void *producer_stream;
 } dl_sync_tensor_event_owner;
 
 /* The record's layout on 64-bit targets, pinned: every copy must agree on it. */
@@ -131,7 +146,10 @@ DL_SYNC_ABI_PIN(reuse_stream, 104);
 DL_SYNC_ABI_PIN(reuse_device, 112);
 DL_SYNC_ABI_PIN(reuse_context, 120);
 DL_SYNC_ABI_PIN(reuse_context_id, 128);
-_Static_assert(sizeof(dl_sync_tensor_event_owner) == 136, "owner record: 136 bytes in ABI 1.3");
+DL_SYNC_ABI_PIN(reuse_default_stream, 136);
+DL_SYNC_ABI_PIN(reuse_default_device, 144);
+DL_SYNC_ABI_PIN(producer_stream, 152);
+_Static_assert(sizeof(dl_sync_tensor_event_owner) == 160, "owner record: 160 bytes in ABI 1.4");
 #undef DL_SYNC_ABI_PIN
 #endif
 

@@ -251,11 +251,12 @@ static CUresult stream_green(CUstream stream, int *green) {
   return code;
 }
 
-int dl_sync__cuda_driver_stream_green(const dl_sync_backend *backend, void *stream, int *green) {
-  *green = 0;
-  if (backend != dl_sync_cuda_backend()) return CUDA_SUCCESS;
+/* context_exclusive: a green context is current to one thread at a time. */
+static int cu_context_exclusive(void *ctx, void *stream, int *exclusive) {
+  (void)ctx;
+  *exclusive = 0;
   DL_SYNC__NEED_DRIVER();
-  return stream_green((CUstream)stream, green);
+  return stream_green((CUstream)stream, exclusive);
 }
 
 /* cuStreamGetCtx_v2: "specifying CU_STREAM_PER_THREAD or cudaStreamPerThread will return
@@ -509,6 +510,8 @@ static const dl_sync_backend cuda_driver_backend = {
     .context_id = cu_context_id,
     .context_call_names = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuStreamGetCtx",
                            "cuDevicePrimaryCtxRetain", "cuCtxGetId"},
+    .context_exclusive = cu_context_exclusive,
+    .context_exclusive_call_name = "cuStreamGetGreenCtx",
 };
 
 const dl_sync_backend *dl_sync_cuda_backend(void) {

@@ -14,9 +14,11 @@
  *   runtime itself (6.4 answers either way, see stores_errors_only).
  * Events are re-recorded without a query first: hipStreamWaitEvent binds the record the
  * event holds at call time, and querying an event recorded on a now-capturing stream
- * invalidates that capture from 6.2 to 7.2.0. A pending release's event is queried or
- * synchronized in the relaxed capture interaction mode, and only once recording_stream_busy
- * said its stream neither captures nor is gone (HIP reads it). dlsync names the legacy
+ * invalidates that capture from 6.2 to 7.2.0. A pending release's event is recorded on a
+ * stream of dlsync's own (own_stream_create, on every version) and queried or synchronized
+ * in the relaxed capture interaction mode; a tensor's event is synchronized only once
+ * event_synchronize_disturbs said its producer's stream neither captures nor is gone (HIP
+ * reads it from 5.7). dlsync names the legacy
  * default stream by the null stream (0), which every version takes, never by hipStreamLegacy
  * (refused by 6.2, mishandled by early 6.3).
  */
@@ -242,19 +244,51 @@ static int hip_event_query(void *ctx, void *event, int *complete) {
   return error == hipErrorNotReady ? 0 : (int)error;
 }
 
-/* From 5.7 a synchronization (from 6.2 a query too) reads the event's last recording stream
-   without validating it, and from 6.2 to about 7.2.0 invalidates its capture when it
-   captures now (clr rocm-6.2.0 hip_event.cpp hipEventSynchronize, ihipEventQuery): busy
-   while it captures, or when hipStreamGetCaptureInfo_v2, which validates its handle in
-   every version read (6.2: hipErrorContextIsDestroyed), refuses it. The null stream is
-   exempt from those checks in every version. */
-static int hip_recording_stream_busy(void *ctx, void *stream, int *busy) {
+/* The stream of dlsync's own that a deferred release's event is recorded on (dlsync/backend.h
+   own_stream_create): from 5.7 hipEventSynchronize, and from 6.2 hipEventQuery too, read
+   the event's last recording stream without validating it, and from 6.2 to 7.2.0 (7.11 in
+   TheRock) invalidate its capture when it captures now, in any interaction mode (clr
+   rocm-6.2.0 hip_event.cpp hipEventSynchronize, ihipEventQuery): no version number tells
+   which rule a build has (docs/runtimes.md), so dlsync never asks about an event recorded
+   on a stream it does not own, on every version. Non-blocking: the null stream's work never
+   waits for it, nor it for the null stream's. hipStreamGetCaptureInfo_v2 validates its
+   handle in every version read (5.5 on: hipErrorContextIsDestroyed; clr rocm-6.2.0
+   hip_graph.cpp), so the check reads no stream a device reset destroyed. */
+static int hip_own_stream_create(void *ctx, void **stream) {
   (void)ctx;
-  int unnameable = *busy;
-  *busy = 1;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  return consumed(api.hipStreamCreateWithFlags((hipStream_t *)stream, hipStreamNonBlocking));
+}
+
+static int hip_own_stream_check(void *ctx, void *stream) {
+  (void)ctx;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  int status = hipStreamCaptureStatusNone;
+  return consumed(
+      api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, NULL, NULL, NULL));
+}
+
+static int hip_own_stream_destroy(void *ctx, void *stream) {
+  (void)ctx;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  return consumed(api.hipStreamDestroy((hipStream_t)stream));
+}
+
+/* A tensor's event is recorded on the producer's stream, which dlsync does not own; from
+   5.7 hipEventSynchronize reads it without validating it, and from 6.2 to 7.2.0 invalidates
+   its capture (the same clr lines): disturbs while it captures, or when
+   hipStreamGetCaptureInfo_v2, which validates its handle, refuses it (destroyed). Not
+   through the own stream: hipStreamWaitEvent reads the event's recording stream too (clr
+   rocm-5.7.0 to rocm-6.1.0 hip_stream.cpp hipStreamWaitEvent_common, unvalidated). The null
+   stream is exempt from those checks in every version; another thread's per-thread stream
+   cannot be named here (hipStreamPerThread is the asking thread's own). */
+static int hip_event_synchronize_disturbs(void *ctx, void *stream, int *disturbs) {
+  (void)ctx;
+  int unnameable = *disturbs;
+  *disturbs = 1;
   DL_SYNC__NEED_RUNTIME(&runtime);
   if (!version_at_least(5, 7) || (stream == NULL && !unnameable)) {
-    *busy = 0;
+    *disturbs = 0;
     return 0;
   }
   if (unnameable) return 0; /* another thread's per-thread stream: HIP would read it */
@@ -262,7 +296,7 @@ static int hip_recording_stream_busy(void *ctx, void *stream, int *busy) {
   hipError_t error =
       api.hipStreamGetCaptureInfo_v2((hipStream_t)stream, &status, NULL, NULL, NULL, NULL);
   consumed(error);
-  *busy = error != hipSuccess || status != hipStreamCaptureStatusNone;
+  *disturbs = error != hipSuccess || status != hipStreamCaptureStatusNone;
   return 0;
 }
 
@@ -323,6 +357,11 @@ static const char *hip_error_name(void *ctx, int code) {
 static const char *hip_error_string(void *ctx, int code) {
   (void)ctx;
   if (code == DL_SYNC__NO_RUNTIME) return runtime.why;
+  /* HIP 7.14 on: a stream of an execution (green) context destroyed since is detached, takes
+     no more work and answers every call with this (rocm-systems CHANGELOG). */
+  if (code == hipErrorStreamDetached)
+    return "the stream belongs to an execution context that was destroyed: it is gone, and "
+           "takes no more work or synchronization";
   return dl_sync__runtime_find(&runtime, 0) ? api.hipGetErrorString(code) : "?";
 }
 
@@ -377,6 +416,9 @@ static const char *const hip_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_EVENT_QUERY] = "hipEventQuery",
     [DL_SYNC_OP_CAPTURE_INFO] = "hipStreamGetCaptureInfo",
     [DL_SYNC_OP_GRAPH_RETAIN] = "hipGraphRetainUserObject",
+    [DL_SYNC_OP_OWN_STREAM_CREATE] = "hipStreamCreateWithFlags",
+    [DL_SYNC_OP_OWN_STREAM_CHECK] = "hipStreamGetCaptureInfo_v2",
+    [DL_SYNC_OP_OWN_STREAM_DESTROY] = "hipStreamDestroy",
 };
 
 static const dl_sync_backend hip_backend = {
@@ -400,7 +442,10 @@ static const dl_sync_backend hip_backend = {
     .stream_wait_external = hip_stream_wait_external,
     .graph_retain = hip_graph_retain,
     .available = hip_available,
-    .recording_stream_busy = hip_recording_stream_busy,
+    .own_stream_create = hip_own_stream_create,
+    .own_stream_check = hip_own_stream_check,
+    .own_stream_destroy = hip_own_stream_destroy,
+    .event_synchronize_disturbs = hip_event_synchronize_disturbs,
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {

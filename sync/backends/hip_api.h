@@ -25,6 +25,8 @@
   X(hipStreamCaptureStatusNone, 0)         \
   X(hipStreamCaptureStatusActive, 1)       \
   X(hipStreamCaptureModeRelaxed, 2)        \
+  X(hipStreamNonBlocking, 0x1)             \
+  X(hipErrorStreamDetached, 916)           \
   X(hipEventDisableTiming, 0x2)            \
   X(hipStreamSetCaptureDependencies, 0x1)  \
   X(hipUserObjectNoDestructorSync, 0x1)    \
@@ -65,6 +67,8 @@ enum { DL_SYNC__HIP_CONSTANTS(DL_SYNC__HIP_CONSTANT) };
      const hipGraphNode_t **dependencies, size_t *count))                                       \
   X(hipError_t, hipStreamIsCapturing, (hipStream_t stream, int *status))                        \
   X(hipError_t, hipThreadExchangeStreamCaptureMode, (int *mode))                                \
+  X(hipError_t, hipStreamCreateWithFlags, (hipStream_t * stream, unsigned int flags))           \
+  X(hipError_t, hipStreamDestroy, (hipStream_t stream))                                         \
   X(const char *, hipGetErrorName, (hipError_t error))                                          \
   X(const char *, hipGetErrorString, (hipError_t error))
 

@@ -69,20 +69,45 @@ static int sim_event_query(void *ctx, void *event, int *complete) {
   return error == DL_SYNC_SIM_ERROR_NOT_READY ? DL_SYNC_SIM_SUCCESS : error;
 }
 
-/* Under HIP's rules the backend does what the HIP backend does: an event is not asked
-   about while its recording stream captures, nor once that stream is gone. */
-static int sim_recording_stream_busy(void *ctx, void *stream, int *busy) {
+/* Under HIP's rules the backend does what the HIP backend does: a deferred release's event
+   is recorded on a non-blocking stream of dlsync's own (dlsync/backend.h own_stream_create);
+   under CUDA's, whose queries read no stream, on the consumer's stream. */
+static int sim_own_stream_create(void *ctx, void **stream) {
+  (void)ctx;
+  return dl_sync_sim_stream_create((dl_sync_sim_stream **)stream, DL_SYNC_SIM_STREAM_NON_BLOCKING);
+}
+
+static int sim_own_stream_check(void *ctx, void *stream) {
+  (void)ctx;
+  int32_t status = DL_SYNC_CAPTURE_NONE;
+  return dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL);
+}
+
+static int sim_own_stream_destroy(void *ctx, void *stream) {
+  (void)ctx;
+  return dl_sync_sim_stream_destroy(stream);
+}
+
+static int sim_available(void *ctx, dl_sync_op op) {
+  (void)ctx;
+  return op != DL_SYNC_OP_OWN_STREAM_CREATE ||
+         dl_sync_sim_query_rules() == DL_SYNC_SIM_QUERY_RULES_HIP;
+}
+
+/* Under HIP's rules the backend does what the HIP backend does for a tensor's event: it is
+   not synchronized while its recording stream captures, nor once that stream is gone. */
+static int sim_event_synchronize_disturbs(void *ctx, void *stream, int *disturbs) {
   (void)ctx;
   if (dl_sync_sim_query_rules() != DL_SYNC_SIM_QUERY_RULES_HIP) {
-    *busy = 0; /* CUDA's rules never read the recording stream */
+    *disturbs = 0; /* CUDA's rules never read the recording stream */
     return DL_SYNC_SIM_SUCCESS;
   }
-  if (*busy) return DL_SYNC_SIM_SUCCESS; /* a stream the caller cannot name: unknown */
+  if (*disturbs) return DL_SYNC_SIM_SUCCESS; /* a stream the caller cannot name: unknown */
   if (stream == NULL || stream == DL_SYNC_STREAM_LEGACY)
     return DL_SYNC_SIM_SUCCESS; /* HIP exempts the null stream */
   int32_t status = DL_SYNC_CAPTURE_NONE;
   int error = dl_sync_sim_stream_capture_info(stream, &status, NULL, NULL);
-  *busy = error != DL_SYNC_SIM_SUCCESS || status != DL_SYNC_CAPTURE_NONE;
+  *disturbs = error != DL_SYNC_SIM_SUCCESS || status != DL_SYNC_CAPTURE_NONE;
   return DL_SYNC_SIM_SUCCESS;
 }
 
@@ -153,6 +178,9 @@ static const char *const sim_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_EVENT_QUERY] = "dl_sync_sim_event_query",
     [DL_SYNC_OP_CAPTURE_INFO] = "dl_sync_sim_stream_capture_info",
     [DL_SYNC_OP_GRAPH_RETAIN] = "dl_sync_sim_graph_retain_user_object",
+    [DL_SYNC_OP_OWN_STREAM_CREATE] = "dl_sync_sim_stream_create",
+    [DL_SYNC_OP_OWN_STREAM_CHECK] = "dl_sync_sim_stream_capture_info",
+    [DL_SYNC_OP_OWN_STREAM_DESTROY] = "dl_sync_sim_stream_destroy",
 };
 
 static const dl_sync_backend sim_backend = {
@@ -170,12 +198,16 @@ static const dl_sync_backend sim_backend = {
     .stream_wait_external = sim_stream_wait_external,
     .event_synchronize = sim_event_synchronize,
     .event_query = sim_event_query,
-    .recording_stream_busy = sim_recording_stream_busy,
     .capture_info = sim_capture_info,
     .graph_retain = sim_graph_retain,
     .error_name = sim_error_name,
     .error_string = sim_error_string,
     .error_status = sim_error_status,
+    .available = sim_available,
+    .own_stream_create = sim_own_stream_create,
+    .own_stream_check = sim_own_stream_check,
+    .own_stream_destroy = sim_own_stream_destroy,
+    .event_synchronize_disturbs = sim_event_synchronize_disturbs,
 };
 
 const dl_sync_backend *dl_sync_sim_backend(void) {

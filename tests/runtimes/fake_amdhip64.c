@@ -8,6 +8,8 @@
  * 7.2.0 from 7.2.1. Sources, named where used:
  * - ROCm/hipamd tags rocm-5.2.0, rocm-5.2.3, rocm-5.3.0 and rocm-5.5.0 (files under src/),
  *   and hip_runtime_api.h of ROCm 5.2 and ROCm/HIP rocm-6.2.0;
+ * - ROCm/clr tags rocm-5.7.0, rocm-6.0.0 and rocm-6.1.0 (hipamd/src/hip_event.cpp
+ *   hipEventSynchronize, hip_stream.cpp StreamCaptureOngoing, stream_per_thread);
  * - ROCm/clr tag rocm-6.2.0 (files under hipamd/src/) and its amd-staging branch at
  *   9faaf20a (2025-02-22, where 6.4 was developed);
  * - ROCm/clr commits b671c7ec (hip_event.cpp, about 7.0 to 7.1), d3901a76 (hip_stream.cpp,
@@ -27,7 +29,8 @@
 #include <string.h>
 
 static long destroyed_stream_reads, destroyed_event_uses, defective_external_wait_calls,
-    legacy_handle_uses, null_stream_records, null_stream_waits;
+    legacy_handle_uses, null_stream_records, null_stream_waits, streams_created,
+    per_thread_handle_uses;
 static long hip_counter(const char *name);
 #define FAKE_GPU_MORE_COUNTERS(name) hip_counter(name)
 #include "fake_gpu.h"
@@ -100,17 +103,31 @@ static hipError_t answer(hipError_t error) {
 
 /* ---- streams ----------------------------------------------------------------------- */
 
+/* hipStreamPerThread names the calling thread's own stream of the current device, made at
+   its first use, and made again when hipDeviceReset destroyed it (clr rocm-6.2.0
+   hipamd/src/hip_stream.cpp getStreamPerThread, stream_per_thread::get: a thread-local
+   hip::tls.stream_per_thread_obj_, ihipStreamCreate with hipStreamDefault). The fake keeps
+   it after its thread exits (the runtime destroys it then). */
+static _Thread_local fake_stream *own_per_thread[FAKE_MAX_DEVICES];
+
+static fake_stream *per_thread_stream(void) {
+  per_thread_handle_uses++;
+  fake_stream **own = &own_per_thread[fake_current_device];
+  if (*own == NULL || (*own)->destroyed) {
+    fake_stream *made = fake_stream_new(fake_current_device);
+    if (made == NULL) abort(); /* the fake's limit */
+    *own = made;
+  }
+  return *own;
+}
+
 /* The null stream (0) is the legacy default stream; hipStreamPerThread is (hipStream_t)2. */
 static fake_stream *resolve(hipStream_t stream) {
-  fake_stream *special;
-  if (stream == NULL)
-    special = &fake_legacy[fake_current_device];
-  else if (stream == PER_THREAD_HANDLE)
-    special = &fake_per_thread[fake_current_device];
-  else
-    return stream;
-  special->device = fake_current_device; /* the current device's own default streams */
-  return special;
+  if (stream == PER_THREAD_HANDLE) return per_thread_stream();
+  if (stream != NULL) return stream;
+  fake_stream *legacy = &fake_legacy[fake_current_device];
+  legacy->device = fake_current_device; /* the current device's own */
+  return legacy;
 }
 
 static int is_null_stream(const fake_stream *stream) {
@@ -196,6 +213,21 @@ FAKE_EXPORT hipError_t hipStreamCreate(hipStream_t *stream) {
   return answer(hipSuccess);
 }
 
+/* hipStreamCreateWithFlags (clr rocm-6.2.0 hipamd/src/hip_stream.cpp; the same in hipamd
+   rocm-5.2.0 src/hip_stream.cpp): a NULL pointer is hipErrorInvalidValue, then
+   ihipStreamCreate makes the stream, hipStreamNonBlocking (0x1) one that does not
+   synchronize with the null stream. */
+FAKE_EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags) {
+  NEED_DEVICE();
+  if (stream == NULL) return answer(hipErrorInvalidValue);
+  fake_stream *made = fake_stream_new(fake_current_device);
+  if (made == NULL) return answer(hipErrorInvalidValue); /* the fake's limit */
+  made->non_blocking = (flags & 0x1) != 0;
+  *stream = made;
+  streams_created++;
+  return answer(hipSuccess);
+}
+
 /* ---- capture modes and the captures in progress ------------------------------------ */
 
 /* The calling thread's capture interaction mode: hipThreadExchangeStreamCaptureMode swaps it
@@ -216,12 +248,12 @@ FAKE_EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int *mode) {
 
 enum { GLOBAL_ONES, OWN_ONES };
 
-/* Invalidates every global-mode capture of any thread (GLOBAL_ONES), or the calling thread's
-   non-relaxed ones (OWN_ONES); whether there was one. Of the captures begun and not ended
-   (fake_live_captures), g_captureStreams holds the global-mode ones of every thread,
-   tls.capture_streams_ a thread's non-relaxed ones (hipStreamBeginCapture_common, clr
-   rocm-6.2.0 hip_graph.cpp). */
-static int invalidate_captures(int which) {
+/* Finds, and with invalidate invalidates, every global-mode capture of any thread
+   (GLOBAL_ONES), or the calling thread's non-relaxed ones (OWN_ONES); whether there was one.
+   Of the captures begun and not ended (fake_live_captures), g_captureStreams holds the
+   global-mode ones of every thread, tls.capture_streams_ a thread's non-relaxed ones
+   (hipStreamBeginCapture_common, clr rocm-5.7.0 and rocm-6.2.0 hip_graph.cpp). */
+static int find_captures(int which, int invalidate) {
   int found = 0;
   for (int i = 0; i < FAKE_MAX_STREAMS; i++) {
     fake_capture *capture = fake_live_captures[i];
@@ -229,10 +261,14 @@ static int invalidate_captures(int which) {
     int hit = which == GLOBAL_ONES
                   ? capture->mode == CAPTURE_GLOBAL
                   : capture->thread == &fake_thread_identity && capture->mode != CAPTURE_RELAXED;
-    if (hit) fake_capture_invalidate(capture);
+    if (hit && invalidate) fake_capture_invalidate(capture);
     found |= hit;
   }
   return found;
+}
+
+static int invalidate_captures(int which) {
+  return find_captures(which, 1);
 }
 
 static int captures_now(const fake_stream *stream) {
@@ -251,6 +287,7 @@ FAKE_EXPORT hipError_t hipStreamBeginCapture(hipStream_t handle, int mode) {
   if (mode < 0 || mode > 2) return answer(hipErrorInvalidValue);
   if (stream->capture != NULL) return answer(hipErrorIllegalState);
   if (!fake_capture_begin(stream, mode)) return answer(hipErrorInvalidValue); /* the fake's limit */
+  stream->last_mode = mode; /* SetCaptureMode, kept after the capture ends */
   stream->deps.count = 0;
   return answer(hipSuccess);
 }
@@ -326,15 +363,14 @@ FAKE_EXPORT hipError_t hipStreamDestroy(hipStream_t handle) {
    event: hipamd rocm-5.2.0 src/hip_device_runtime.cpp hipDeviceReset
    (Stream::destroyAllStreams), clr rocm-6.2.0 hipamd/src/hip_device.cpp Device::Reset
    (memory pools, destroyAllStreams, MemObjMap::Purge, Create), the same in the newest
-   read (rocm-systems projects/clr/hipamd/src/hip_device.cpp). The per-thread stream is one
-   of them, made again at its next use (clr d3901a76 hip_stream.cpp stream_per_thread::get:
-   "hipResetDevice destroys stream per thread"): the fake's stays, its capture gone. */
+   read (rocm-systems projects/clr/hipamd/src/hip_device.cpp). A thread's per-thread stream
+   is one of them, made again at its next use (clr d3901a76 hip_stream.cpp
+   stream_per_thread::get: "hipResetDevice destroys stream per thread"). */
 FAKE_EXPORT hipError_t hipDeviceReset(void) {
   NEED_DEVICE();
   for (int i = 0; i < FAKE_MAX_STREAMS; i++)
     if (fake_streams[i] != NULL && fake_streams[i]->device == fake_current_device)
       destroy_stream(fake_streams[i]);
-  leave_capture(&fake_per_thread[fake_current_device]);
   return answer(hipSuccess);
 }
 
@@ -658,8 +694,33 @@ static hipError_t capture_restrictions(const fake_event *event, fake_stream *str
   return invalidate_captures(OWN_ONES) ? hipErrorStreamCaptureUnsupported : hipSuccess;
 }
 
+/* Stream::StreamCaptureOngoing of 5.7 to 6.1 (clr rocm-5.7.0, rocm-6.0.0 and rocm-6.1.0
+   hipamd/src/hip_stream.cpp), for the event's capture stream, which it reads: from 6.1 false
+   in the relaxed mode; then, for a stream whose last capture mode is global (every stream
+   that never captured), whether any thread has a global-mode capture or this thread a
+   non-relaxed one; else whether the stream captures now. It invalidates nothing. */
+static int capture_ongoing_refused(const fake_stream *stream) {
+  if (AT_LEAST(6, 1, 0) && capture_mode == CAPTURE_RELAXED) return 0;
+  if (stream->last_mode == CAPTURE_GLOBAL)
+    return find_captures(GLOBAL_ONES, 0) || find_captures(OWN_ONES, 0);
+  return stream->capture != NULL;
+}
+
+/* hipEventSynchronize of 5.7 to 6.1 (clr rocm-5.7.0, rocm-6.0.0, rocm-6.1.0
+   hipamd/src/hip_event.cpp): the event's capture stream is read unvalidated; one capturing
+   now with the event not recorded in its capture refuses, as does StreamCaptureOngoing
+   (hipErrorStreamCaptureUnsupported, no capture invalidated). ihipEventQuery reads no
+   stream there. */
+static hipError_t synchronize_checks_57(const fake_event *event, fake_stream *stream) {
+  if (stream->destroyed) destroyed_stream_reads++;
+  if (captures_now(stream) && !captured_there(event, stream))
+    return hipErrorStreamCaptureUnsupported;
+  return capture_ongoing_refused(stream) ? hipErrorStreamCaptureUnsupported : hipSuccess;
+}
+
 /* What hipEventQuery and hipEventSynchronize check before they ask the event, by release:
-   - up to 5.5 nothing (hipamd rocm-5.5.0 src/hip_event.cpp); 5.7 to 6.1 have no build here;
+   - up to 5.5 nothing (hipamd rocm-5.5.0 src/hip_event.cpp);
+   - 5.7 to 6.1: a synchronization, synchronize_checks_57; a query nothing;
    - 6.2 to 6.4: an event whose capture stream captures now invalidates that capture and is
      hipErrorCapturedEvent, whether or not it was recorded in it, whatever the mode (clr
      rocm-6.2.0 hip_event.cpp ihipEventQuery, hipEventSynchronize); a synchronization then
@@ -670,7 +731,8 @@ static hipError_t capture_restrictions(const fake_event *event, fake_stream *str
    null stream and hipStreamLegacy are exempt. */
 static hipError_t capture_checks(const fake_event *event, int synchronizes) {
   fake_stream *stream = capture_stream_of(event);
-  if (!AT_LEAST(6, 2, 0) || stream == NULL || event->on_legacy) return hipSuccess;
+  if (!AT_LEAST(5, 7, 0) || stream == NULL || event->on_legacy) return hipSuccess;
+  if (!AT_LEAST(6, 2, 0)) return synchronizes ? synchronize_checks_57(event, stream) : hipSuccess;
   if (stream->destroyed) destroyed_stream_reads++;
   if (AT_LEAST(7, 2, 1)) return capture_restrictions(event, stream);
   if (captures_now(stream)) {
@@ -838,5 +900,7 @@ static long hip_counter(const char *name) {
   if (strcmp(name, "legacy_handle_uses") == 0) return legacy_handle_uses;
   if (strcmp(name, "null_stream_records") == 0) return null_stream_records;
   if (strcmp(name, "null_stream_waits") == 0) return null_stream_waits;
+  if (strcmp(name, "streams_created") == 0) return streams_created;
+  if (strcmp(name, "per_thread_handle_uses") == 0) return per_thread_handle_uses;
   return -1;
 }

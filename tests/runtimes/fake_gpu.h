@@ -75,6 +75,8 @@ typedef struct fake_stream {
   int per_thread;   /* the driver: a thread's per-thread default stream */
   fake_deps deps;   /* HIP: its dependencies while it captures */
   int destroyed;    /* HIP: destroyed, and kept so that a later use can be counted */
+  int last_mode;    /* HIP: the mode of its last capture (hip::Stream captureMode_, global
+                       until one begins; 5.7 to 6.1 read it) */
   /* The driver: the memory waits (cuStreamWaitValue32) that work enqueued from now on waits
      for, as indices of the driver's table; the runtimes leave them empty. */
   int holds[FAKE_MAX_HOLDS];

@@ -1002,6 +1002,8 @@ static void test_dead_releases_hold_no_other_up(void **state) {
   assert_int_equal(dl_sync_release_pending(), 0);
   assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
   assert_error_mentions("2 releases could not be finished");
+  /* the shutdown asked nothing more of the destroyed context: its pool was found gone */
+  assert_int_equal(counter("dead_handles") - dead_uses, dead_asked);
   DL_OK(dl_sync_shutdown());
   explicit_streams[P0] = stream_in(P0); /* the reset took the suite's streams of P0 */
   greens_make();
@@ -1185,6 +1187,65 @@ static void test_a_green_legacy_reuse_stream_is_released_deferred(void **state) 
   assert_int_equal(release_named_in(X0, &in_created), DL_SYNC_RELEASED_ORDERED);
   assert_int_equal(deleted, 2);
   assert_true(counter("ctx_set_current") > switches);
+}
+
+/* Copies before minor 3 read a reuse stream from reuse_stream and reuse_device alone, and
+   would order a legacy one in their own thread's current context; a copy of minor 3 reads a
+   green context's legacy stream there without its context. A default reuse stream named
+   with contexts is therefore written only where such copies do not read it (minor 4's
+   reuse_default_stream): there they find none, and defer the release; an explicit handle,
+   which names its own context, stays where every copy reads it. This copy, reading its own
+   record, still orders the legacy stream in the producer's context; cut to minor 3's size
+   (as a minor-3 copy reads it), the record gives a deferred release. */
+static void test_older_copies_find_no_legacy_reuse_stream(void **state) {
+  (void)state;
+  DLDevice d0 = {kDLCUDA, 0};
+  struct {
+    void *handle;
+    int caller;
+  } reuses[] = {{NULL, X0},
+                {CU_LEGACY, X0},
+                {CU_LEGACY, P0},
+                {CU_LEGACY, NONE},
+                {explicit_streams[X0], P0},
+                {CU_LEGACY, G0}};
+  int count = context_count > G0 ? 6 : 5;
+  for (int i = 0; i < count; i++)
+    for (int cut = 0; cut < 2; cut++) {
+      int deleted = 0, is_explicit = reuses[i].handle == explicit_streams[X0];
+      DLManagedTensorVersioned tensor = {
+          .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
+      tensor.dl_tensor.device = d0;
+      set_caller(reuses[i].caller);
+      dl_sync_stream reuse = dl_sync_stream_view(d0, reuses[i].handle);
+      DL_OK(dl_sync_tensor_record_reuse(&tensor, reuse, reuse));
+      const dl_sync_tensor_event_owner *record = tensor.manager_ctx;
+      /* what a copy of minor 2 or 3 reads */
+      int older_finds = record->reuse_device.device_type != 0;
+      if (older_finds != is_explicit)
+        fail_msg(
+            "reuse stream %p named with %s current: an older copy %s it in the minor-2 "
+            "fields",
+            reuses[i].handle,
+            reuses[i].caller == NONE ? "no context" : context_names[reuses[i].caller],
+            older_finds ? "finds" : "does not find");
+      assert_int_equal(record->reuse_default_device.device_type, is_explicit ? 0 : kDLCUDA);
+      if (cut)
+        ((dl_sync_tensor_event_owner *)tensor.manager_ctx)->size =
+            offsetof(dl_sync_tensor_event_owner, reuse_default_stream);
+      set_caller(X0); /* the releaser's context: another legacy stream than most producers' */
+      int status = dl_sync_tensor_release(
+          &tensor, dl_sync_stream_view(
+                       d0, reuses[i].caller == X0 ? explicit_streams[P0] : explicit_streams[X0]));
+      int ordered = is_explicit || (!cut && reuses[i].caller != G0);
+      if (status != (ordered ? DL_SYNC_RELEASED_ORDERED : DL_SYNC_RELEASE_DEFERRED))
+        fail_msg("reuse stream %p named with %s current%s: released %s", reuses[i].handle,
+                 reuses[i].caller == NONE ? "no context" : context_names[reuses[i].caller],
+                 cut ? ", the record read as minor 3" : "", dl_sync_status_name(status));
+      dl_sync_release_poll();
+      assert_int_equal(deleted, 1);
+    }
+  set_caller(P0);
 }
 
 /* ---- the reproducers --------------------------------------------------------------- */
@@ -1704,6 +1765,73 @@ static void test_a_forked_child_is_told_why(void **state) {
 #endif
 }
 
+/* Each context has its own legacy stream (cuStreamGetCtx: "Specifying any of the special
+   handles will return the context current to the calling thread"): device 0's default stream
+   released on with each of several contexts current names that context's legacy stream, and the
+   releases of one wait for no other's. The first half's legacy streams are held by a wait on host
+   memory (cuStreamWaitValue32) when their releases are made; the second half's releases are
+   finished by a poll while the first half's wait. Many contexts, so that queues of several
+   contexts share a hash bucket (with 24, a keying without the context queued 4 to 8 of the
+   12 free releases behind held ones). Catches: the release queues keyed without the context
+   (release_queue.c same_queue), which queues one context's release behind
+   another's unfinished one. */
+typedef int (*host_alloc_fn)(void **memory, size_t size, unsigned flags);
+typedef int (*device_pointer_fn)(unsigned long long *pointer, void *memory, unsigned flags);
+typedef int (*wait_value_fn)(void *stream, unsigned long long address, unsigned value,
+                             unsigned flags);
+enum { CU_MEMHOSTALLOC_DEVICEMAP = 0x02, CU_STREAM_WAIT_VALUE_GEQ = 0x0 };
+
+static void test_legacy_streams_of_two_contexts_have_their_own_queues(void **state) {
+  (void)state;
+  enum { MADE = 24, HELD = MADE / 2 };
+  void *made[MADE];
+  for (int i = 0; i < MADE; i++) {
+    void *popped = NULL;
+    CU_OK(ctx_create_fn, "cuCtxCreate_v2", &made[i], 0u, 0);
+    CU_OK(ctx_out_fn, "cuCtxPopCurrent_v2", &popped);
+  }
+  set_caller(P0);
+  void *gate = NULL;
+  unsigned long long gate_address = 0;
+  CU_OK(host_alloc_fn, "cuMemHostAlloc", &gate, sizeof(uint32_t),
+        (unsigned)CU_MEMHOSTALLOC_DEVICEMAP);
+  *(volatile uint32_t *)gate = 0;
+  CU_OK(device_pointer_fn, "cuMemHostGetDevicePointer_v2", &gate_address, gate, 0u);
+  int deleted[MADE] = {0};
+  DLManagedTensorVersioned tensors[MADE];
+  DLDevice d0 = {kDLCUDA, 0};
+  for (int i = 0; i < MADE; i++) {
+    CU_OK(ctx_fn, "cuCtxSetCurrent", made[i]);
+    if (i < HELD)
+      CU_OK(wait_value_fn, "cuStreamWaitValue32_v2", CU_LEGACY, gate_address, 1u,
+            (unsigned)CU_STREAM_WAIT_VALUE_GEQ);
+    tensors[i] = (DLManagedTensorVersioned){
+        .version = {1, 3}, .manager_ctx = &deleted[i], .deleter = release_deleter};
+    tensors[i].dl_tensor.device = d0;
+    assert_int_equal(dl_sync_tensor_release(&tensors[i], dl_sync_stream_view(d0, CU_LEGACY)),
+                     DL_SYNC_RELEASE_DEFERRED);
+  }
+  set_caller(P0);
+  int finished = dl_sync_release_poll(), ran_while_held[MADE];
+  for (int i = 0; i < MADE; i++) ran_while_held[i] = deleted[i];
+  *(volatile uint32_t *)gate = 1; /* before any assertion: shutdown would wait for it */
+  int finished_after = dl_sync_release_poll();
+  for (int i = 0; i < MADE; i++)
+    if (ran_while_held[i] != (i >= HELD))
+      fail_msg(
+          "the release on context %d's legacy stream %s (the poll finished %d; contexts "
+          "0 to %d hold theirs)",
+          i, ran_while_held[i] ? "ran while its stream was held" : "waited behind another's",
+          finished, HELD - 1);
+  assert_int_equal(finished, MADE - HELD);
+  assert_int_equal(finished_after, HELD);
+  for (int i = 0; i < MADE; i++) assert_int_equal(deleted[i], 1);
+  DL_OK(dl_sync_shutdown()); /* the pools made in those contexts, before they go */
+  for (int i = 0; i < MADE; i++) CU_OK(handle_fn, "cuCtxDestroy_v2", made[i]);
+  CU_OK(handle_fn, "cuMemFreeHost", gate);
+  set_caller(P0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
@@ -1716,6 +1844,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_a_reset_primary_context_that_keeps_its_id_gets_fresh_events,
                                 teardown_each),
       cmocka_unit_test_teardown(test_dead_releases_hold_no_other_up, teardown_each),
+      cmocka_unit_test_teardown(test_older_copies_find_no_legacy_reuse_stream, teardown_each),
+      cmocka_unit_test_teardown(test_legacy_streams_of_two_contexts_have_their_own_queues,
+                                teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),

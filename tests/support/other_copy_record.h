@@ -17,7 +17,8 @@
 /* The size of a record of each minor: the fields up to the first one the minor lacks. */
 #define OTHER_COPY_MINOR_0_SIZE offsetof(dl_sync_tensor_event_owner, context_id)
 #define OTHER_COPY_MINOR_1_SIZE offsetof(dl_sync_tensor_event_owner, reuse_stream)
-#define OTHER_COPY_MINOR_2_SIZE sizeof(dl_sync_tensor_event_owner)
+#define OTHER_COPY_MINOR_2_SIZE offsetof(dl_sync_tensor_event_owner, reuse_context)
+#define OTHER_COPY_MINOR_3_SIZE offsetof(dl_sync_tensor_event_owner, reuse_default_stream)
 
 /* The other copy's side of the event: the references its retain and release count. */
 typedef struct other_copy_event {
