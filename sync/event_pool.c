@@ -344,14 +344,33 @@ int dl_sync__pool_alive(const dl_sync__pool *pool) {
          context_alive(pool->backend, pool->context, pool->context_id);
 }
 
-/* Destroys the pool's own stream (alive: its context still is), marked gone first. */
-static int own_stream_destroy(dl_sync__pool *pool, int alive) {
+/* Destroys w, the pool's own stream (alive: its context still is), once: marked gone first
+   (a device reset may have destroyed it already). */
+static int own_stream_destroy(dl_sync__pool *pool, dl_sync__watch *w, int alive) {
   const dl_sync_backend *b = pool->backend;
-  dl_sync__watch *w = atomic_load(&pool->watch);
-  if (w == NULL || atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
+  if (atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
   int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
   return code == 0 ? DL_SYNC_OK
                    : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
+}
+
+/* The pool's own stream goes with dl_sync_shutdown, or, while releases still wait on it (a
+   capture refused their question), with the last of them (dl_sync__watch_let_go): whichever
+   of the two sees the other's mark destroys it (sequentially consistent, so one does). */
+static int own_stream_retire(dl_sync__pool *pool, int alive) {
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  if (w == NULL) return DL_SYNC_OK;
+  atomic_store(&w->retired, 1);
+  return atomic_load(&w->waiting) == 0 ? own_stream_destroy(pool, w, alive) : DL_SYNC_OK;
+}
+
+void dl_sync__watch_hold(dl_sync__watch *w) {
+  atomic_fetch_add(&w->waiting, 1);
+}
+
+void dl_sync__watch_let_go(dl_sync__pool *pool, dl_sync__watch *w) {
+  if (atomic_fetch_sub(&w->waiting, 1) == 1 && atomic_load(&w->retired))
+    (void)own_stream_destroy(pool, w, dl_sync__pool_alive(pool)); /* a poll reports nothing */
 }
 
 /* Retires pool and destroys its idle events. They are taken out under its lock and
@@ -359,7 +378,7 @@ static int own_stream_destroy(dl_sync__pool *pool, int alive) {
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
    Returns the first failure's status in *status, and whether the pool may be freed now
    (else its last outstanding event frees it: dl_sync__pool_release). */
-static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
+static int drain(dl_sync__pool *pool, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
   int alive = dl_sync__pool_alive(pool);
@@ -379,12 +398,12 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  int watch = keep_own_stream && !unused ? DL_SYNC_OK : own_stream_destroy(pool, alive);
+  int watch = own_stream_retire(pool, alive);
   if (*status == DL_SYNC_OK) *status = watch;
   return unused;
 }
 
-int dl_sync__pools_drain_all(int keep_own_streams) {
+int dl_sync__pools_drain_all(void) {
   int status = DL_SYNC_OK;
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
@@ -393,7 +412,7 @@ int dl_sync__pools_drain_all(int keep_own_streams) {
       dl_sync__pool *pool = atomic_exchange(&set->pools[d], NULL);
       while (pool != NULL) {
         dl_sync__pool *next = pool->next;
-        if (drain(pool, keep_own_streams, &status)) pool_free(pool);
+        if (drain(pool, &status)) pool_free(pool);
         pool = next;
       }
     }

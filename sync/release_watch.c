@@ -11,7 +11,8 @@
  * is the same stream from every thread. One wait and one record more per deferred release.
  *
  * One such stream per event pool (device and context), made at the pool's first deferred
- * release and destroyed by dl_sync_shutdown with the pool; a forked child forgets it with
+ * release and destroyed by dl_sync_shutdown with the pool, or, when releases still wait on it
+ * then, by the poll that finishes the last of them; a forked child forgets it with
  * the pools. The stream runs the waits in order, so a release is finished no earlier than
  * the releases deferred before it on the same device, whatever their consumer streams.
  * Only a device reset, which destroys every stream of the device (dl_sync_shutdown is to
