@@ -182,6 +182,42 @@ static void test_a_capture_begun_right_before_the_query_survives(void **state) {
   assert_false(one_racing_release(1, &finished));
 }
 
+/* A capture begun on the consumer's stream right before the release's record there takes
+   that record into it, and a wait for a captured event pulls the waiting stream into the
+   capture (CUDA Programming Guide, Cross-stream Dependencies and Events): the release goes
+   to the capture's graph, and dlsync's own stream stays out of the capture (which ends
+   without a stream left unjoined). */
+static int record_after_a_capture_begins(void *ctx, void *event, void *stream) {
+  if (stream == capture_target) begin_capture_on_target();
+  return dl_sync_sim_backend()->event_record(ctx, event, stream);
+}
+
+static void test_a_capture_begun_right_before_the_record_keeps_the_own_stream_out(void **state) {
+  (void)state;
+  use_counted(0);
+  counted.event_record = record_after_a_capture_begins;
+  dl_sync_sim_stream *b = new_stream(), *c = new_stream();
+  tensor t, later;
+  make(&t);
+  make(&later);
+  atomic_store(&captures_begun, 0);
+  capture_target = b;
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_GRAPH);
+  capture_target = NULL;
+  assert_int_equal(atomic_load(&captures_begun), 1);
+  assert_int_equal(dl_sync_tensor_release(&later.managed, sim_view(c, 0)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(capture_status(b), DL_SYNC_CAPTURE_ACTIVE);
+  /* no stream of dlsync's joined it: the capture ends (the graph destroyed with it) */
+  assert_int_equal(end_capture(b), DL_SYNC_SIM_SUCCESS);
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_release_poll(), 2);
+  assert_int_equal(atomic_load(&later.deleted), 1);
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+  CHECK_SIM(dl_sync_sim_stream_destroy(c));
+}
+
 /* --- what a runtime answer is ---------------------------------------------------------- */
 
 /* A query refused by a capture (ECAPTURE) is a "not now": asked again at the next poll and
@@ -399,6 +435,7 @@ static void test_the_legacy_stream_beside_a_blocking_capture_is_refused(void **s
 int main(void) {
   const struct CMUnitTest tests[] = {
       WATCH_TEST(test_a_capture_begun_right_before_the_query_survives),
+      WATCH_TEST(test_a_capture_begun_right_before_the_record_keeps_the_own_stream_out),
       WATCH_TEST(test_a_capture_refusal_is_asked_again),
       WATCH_TEST(test_shutdown_names_failed_and_waiting_releases),
       WATCH_TEST(test_an_own_stream_kept_by_shutdown_goes_with_its_last_release),
