@@ -344,33 +344,40 @@ int dl_sync__pool_alive(const dl_sync__pool *pool) {
          context_alive(pool->backend, pool->context, pool->context_id);
 }
 
-/* Destroys w, the pool's own stream (alive: its context still is), once: marked gone first
-   (a device reset may have destroyed it already). */
-static int own_stream_destroy(dl_sync__pool *pool, dl_sync__watch *w, int alive) {
-  const dl_sync_backend *b = pool->backend;
-  if (atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
-  int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
+/* Claims the destruction of w, the pool's own stream: its handle, once (NULL when it was
+   claimed or found gone before: a device reset may have destroyed it). */
+static void *own_stream_claim(dl_sync__watch *w) {
+  return atomic_exchange(&w->gone, 1) ? NULL : w->stream;
+}
+
+/* Destroys a claimed own stream of b's device (alive: its context still is). */
+static int own_stream_destroy(const dl_sync_backend *b, DLDevice device, void *stream, int alive) {
+  int code = stream != NULL && alive ? b->own_stream_destroy(b->ctx, stream) : 0;
   return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, device);
 }
 
 /* The pool's own stream goes with dl_sync_shutdown, or, while releases still wait on it (a
    capture refused their question), with the last of them (dl_sync__watch_let_go): whichever
-   of the two sees the other's mark destroys it (sequentially consistent, so one does). */
-static int own_stream_retire(dl_sync__pool *pool, int alive) {
+   of the two sees the other's mark claims it (sequentially consistent, so one does). Under
+   the pool's lock, which keeps the pool (and w) from being freed meanwhile: the claimed
+   stream is destroyed after it, with no lock held. */
+static void *own_stream_retire(dl_sync__pool *pool) {
   dl_sync__watch *w = atomic_load(&pool->watch);
-  if (w == NULL) return DL_SYNC_OK;
+  if (w == NULL) return NULL;
   atomic_store(&w->retired, 1);
-  return atomic_load(&w->waiting) == 0 ? own_stream_destroy(pool, w, alive) : DL_SYNC_OK;
+  return atomic_load(&w->waiting) == 0 ? own_stream_claim(w) : NULL;
 }
 
 void dl_sync__watch_hold(dl_sync__watch *w) {
   atomic_fetch_add(&w->waiting, 1);
 }
 
+/* Called while the release's event is out: pool and w stay allocated. */
 void dl_sync__watch_let_go(dl_sync__pool *pool, dl_sync__watch *w) {
   if (atomic_fetch_sub(&w->waiting, 1) == 1 && atomic_load(&w->retired))
-    (void)own_stream_destroy(pool, w, dl_sync__pool_alive(pool)); /* a poll reports nothing */
+    (void)own_stream_destroy(pool->backend, pool->device, own_stream_claim(w),
+                             dl_sync__pool_alive(pool)); /* a poll reports nothing */
 }
 
 /* Retires pool and destroys its idle events. They are taken out under its lock and
@@ -391,6 +398,7 @@ static int drain(dl_sync__pool *pool, int *status) {
   int unused = pool->outstanding == 0;
   /* With events still out, a graph may free the pool from here on: the ring leaves it. */
   if (!unused) pool->ring = NULL;
+  void *own = own_stream_retire(pool);
   unlock(&pool->lock);
   for (size_t i = 0; i < count && alive; i++) {
     int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
@@ -398,7 +406,7 @@ static int drain(dl_sync__pool *pool, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  int watch = own_stream_retire(pool, alive);
+  int watch = own_stream_destroy(b, device, own, alive);
   if (*status == DL_SYNC_OK) *status = watch;
   return unused;
 }
