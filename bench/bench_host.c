@@ -392,7 +392,7 @@ static void bench_release_calls_per_model(void) {
   int b;
   DLDevice device = {kDLCUDA, 0};
   dl_sync_stream consumer = dl_sync_stream_view(device, &b);
-  double calls[2], rounds[2][ROUNDS], waits[2], records[2], checks[2];
+  double calls[2], rounds[2][ROUNDS], waits[2], records[2], checks[2], queries[2];
   for (int round = 0; round < ROUNDS; round++)
     for (int hip = 0; hip < 2; hip++) {
       dl_sync_set_backend(kDLCUDA, hip ? &null_hip_backend : &null_backend);
@@ -402,7 +402,8 @@ static void bench_release_calls_per_model(void) {
       fresh_tensors(tensors, RELEASES, device);
       long before = calls_total(), wait0 = thread_calls[DL_SYNC_OP_STREAM_WAIT],
            record0 = thread_calls[DL_SYNC_OP_EVENT_RECORD],
-           check0 = thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK];
+           check0 = thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK],
+           query0 = thread_calls[DL_SYNC_OP_CAPTURE_INFO];
       double t0 = now_ns();
       for (int i = 0; i < RELEASES; i++) {
         dl_sync_tensor_release(&tensors[i], consumer);
@@ -413,6 +414,7 @@ static void bench_release_calls_per_model(void) {
       waits[hip] = (double)(thread_calls[DL_SYNC_OP_STREAM_WAIT] - wait0) / RELEASES;
       records[hip] = (double)(thread_calls[DL_SYNC_OP_EVENT_RECORD] - record0) / RELEASES;
       checks[hip] = (double)(thread_calls[DL_SYNC_OP_OWN_STREAM_CHECK] - check0) / RELEASES;
+      queries[hip] = (double)(thread_calls[DL_SYNC_OP_CAPTURE_INFO] - query0) / RELEASES;
       dl_sync_shutdown();
     }
   dl_sync_set_backend(kDLCUDA, &null_backend);
@@ -425,6 +427,7 @@ static void bench_release_calls_per_model(void) {
   report("release deferred + poll: HIP's extra waits", waits[1] - waits[0], "calls");
   report("release deferred + poll: HIP's extra records", records[1] - records[0], "calls");
   report("release deferred + poll: HIP's own-stream checks", checks[1] - checks[0], "calls");
+  report("release deferred + poll: HIP's extra capture queries", queries[1] - queries[0], "calls");
 }
 
 /* The consumer's import through a producer's DLPack exchange table, per argument, next to

@@ -348,24 +348,48 @@ int dl_sync__pool_alive(dl_sync__pool *pool) {
   return 0;
 }
 
-/* Destroys the pool's own stream (alive: its context still is), marked gone first. */
-static int own_stream_destroy(dl_sync__pool *pool, int alive) {
-  const dl_sync_backend *b = pool->backend;
-  dl_sync__watch *w = atomic_load(&pool->watch);
-  if (w == NULL || atomic_exchange(&w->gone, 1)) return DL_SYNC_OK;
-  int code = alive ? b->own_stream_destroy(b->ctx, w->stream) : 0;
+/* Claims the destruction of w, the pool's own stream: its handle, once (NULL when it was
+   claimed or found gone before: a device reset may have destroyed it). */
+static void *own_stream_claim(dl_sync__watch *w) {
+  return atomic_exchange(&w->gone, 1) ? NULL : w->stream;
+}
+
+/* Destroys a claimed own stream of b's device (alive: its context still is). */
+static int own_stream_destroy(const dl_sync_backend *b, DLDevice device, void *stream, int alive) {
+  int code = stream != NULL && alive ? b->own_stream_destroy(b->ctx, stream) : 0;
   return code == 0 ? DL_SYNC_OK
-                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, pool->device);
+                   : dl_sync__runtime_error(b, DL_SYNC_OP_OWN_STREAM_DESTROY, code, device);
+}
+
+/* The pool's own stream goes with dl_sync_shutdown, or, while releases still wait on it (a
+   capture refused their question), with the last of them (dl_sync__watch_let_go): whichever
+   of the two sees the other's mark claims it (sequentially consistent, so one does). Under
+   the pool's lock, which keeps the pool (and w) from being freed meanwhile: the claimed
+   stream is destroyed after it, with no lock held. */
+static void *own_stream_retire(dl_sync__pool *pool) {
+  dl_sync__watch *w = atomic_load(&pool->watch);
+  if (w == NULL) return NULL;
+  atomic_store(&w->retired, 1);
+  return atomic_load(&w->waiting) == 0 ? own_stream_claim(w) : NULL;
+}
+
+void dl_sync__watch_hold(dl_sync__watch *w) {
+  atomic_fetch_add(&w->waiting, 1);
+}
+
+/* Called while the release's event is out: pool and w stay allocated. */
+void dl_sync__watch_let_go(dl_sync__pool *pool, dl_sync__watch *w) {
+  if (atomic_fetch_sub(&w->waiting, 1) == 1 && atomic_load(&w->retired))
+    (void)own_stream_destroy(pool->backend, pool->device, own_stream_claim(w),
+                             dl_sync__pool_alive(pool)); /* a poll reports nothing */
 }
 
 /* Retires pool and destroys its idle events. They are taken out under its lock and
    destroyed with none held, so that a graph's user-object destructor giving an event back
    (on the driver's thread, which "should avoid blocking") never waits on the runtime.
    Returns the first failure's status in *status, and whether the pool may be freed now
-   (else its last outstanding event frees it: dl_sync__pool_release). With events out, drain
-   holds the pool as one of them until it is done with it: a destructor giving the last one
-   back meanwhile (during an event_destroy) must not free the pool under drain. */
-static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
+   (else its last outstanding event frees it: dl_sync__pool_release). */
+static int drain(dl_sync__pool *pool, int *status) {
   const dl_sync_backend *b = pool->backend;
   DLDevice device = pool->device;
   int alive = dl_sync__pool_alive(pool);
@@ -376,12 +400,9 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
   pool->destroyed += count;
   pool->retired = 1; /* no event is put in the ring again */
   int unused = pool->outstanding == 0;
-  /* With events still out, a graph may free the pool once drain let it go: the ring leaves
-     it, and drain holds it as one more event out. */
-  if (!unused) {
-    pool->ring = NULL;
-    pool->outstanding++;
-  }
+  /* With events still out, a graph may free the pool from here on: the ring leaves it. */
+  if (!unused) pool->ring = NULL;
+  void *own = own_stream_retire(pool);
   unlock(&pool->lock);
   for (size_t i = 0; i < count && alive; i++) {
     int code = b->event_destroy(b->ctx, ring[(head + i) % capacity]);
@@ -389,16 +410,12 @@ static int drain(dl_sync__pool *pool, int keep_own_stream, int *status) {
       *status = dl_sync__runtime_error(b, DL_SYNC_OP_EVENT_DESTROY, code, device);
   }
   if (!unused) free(ring);
-  int watch = keep_own_stream && !unused ? DL_SYNC_OK : own_stream_destroy(pool, alive);
+  int watch = own_stream_destroy(b, device, own, alive);
   if (*status == DL_SYNC_OK) *status = watch;
-  if (unused) return 1;
-  lock(&pool->lock);
-  int last = --pool->outstanding == 0; /* drain's hold let go: the events came back meanwhile */
-  unlock(&pool->lock);
-  return last;
+  return unused;
 }
 
-int dl_sync__pools_drain_all(int keep_own_streams) {
+int dl_sync__pools_drain_all(void) {
   int status = DL_SYNC_OK;
   for (size_t i = 0; i < DL_SYNC__MAX_BACKENDS; i++) {
     pool_set *set = &pool_sets[i];
@@ -407,7 +424,7 @@ int dl_sync__pools_drain_all(int keep_own_streams) {
       dl_sync__pool *pool = atomic_exchange(&set->pools[d], NULL);
       while (pool != NULL) {
         dl_sync__pool *next = pool->next;
-        if (drain(pool, keep_own_streams, &status)) pool_free(pool);
+        if (drain(pool, &status)) pool_free(pool);
         pool = next;
       }
     }

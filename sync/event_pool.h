@@ -19,6 +19,8 @@ struct dl_sync__watch {
   void *stream;           /* dlsync's own, of the pool's device and context */
   atomic_int gone;        /* destroyed (a device reset, or dl_sync_shutdown) */
   atomic_uint checked;    /* the last poll pass that checked it */
+  atomic_uint waiting;    /* releases deferred on it, not yet finished or failed */
+  atomic_int retired;     /* dl_sync_shutdown retired its pool: the last release destroys it */
   dl_sync__watch *before; /* the pool's earlier one, gone; freed with the pool */
 };
 
@@ -49,11 +51,12 @@ void dl_sync__pool_take_back(dl_sync__pool *pool, void *const *events, unsigned 
 /* event_pool.c, for lifecycle.c: the pools of backend's device (newest first, through
    next; NULL when none), one pool's counters added to out with what the caches hold of it,
    and every pool retired, its idle events destroyed (the first failure's status), and its
-   own stream (release_watch.c) unless keep_own_streams: releases still wait there. */
+   own stream (release_watch.c) unless releases still wait there: then the last of them
+   destroys it (dl_sync__watch_let_go). */
 dl_sync__pool *dl_sync__pools_of(const dl_sync_backend *backend, int32_t device_id);
 void dl_sync__pool_add_stats(dl_sync__pool *pool, uint64_t cached, uint64_t cached_acquired,
                              dl_sync_pool_stats *out);
-int dl_sync__pools_drain_all(int keep_own_streams);
+int dl_sync__pools_drain_all(void);
 
 /* thread_cache.c: the lock that keeps events from moving between the caches and the pools
    (statistics, shutdown); what the caches hold for pool (idle events, borrows not yet

@@ -301,6 +301,11 @@ int dl_sync__watch_record(dl_sync__guard *guard, dl_sync__bound *consumer, dl_sy
 /* Whether the own stream may be asked about: checked once per poll pass (pass), never read
    again once found gone (a device reset destroyed it). */
 int dl_sync__watch_usable(const dl_sync_backend *b, dl_sync__watch *w, unsigned pass);
+/* event_pool.c: a release waits on w (of pool) from its defer until it finished or failed
+   for good; the last to go destroys w when dl_sync_shutdown retired pool meanwhile (no lock
+   of ours held: a runtime call). */
+void dl_sync__watch_hold(dl_sync__watch *w);
+void dl_sync__watch_let_go(dl_sync__pool *pool, dl_sync__watch *w);
 
 /* exchange.c: the producer's current work stream from its exchange table. */
 int dl_sync__exchange_stream(const DLPackExchangeAPI *api, DLDevice device, dl_sync_stream *out);

@@ -37,8 +37,7 @@ int dl_sync_shutdown(void) {
   int left = dl_sync__release_report_left();
   dl_sync__caches_lock(); /* held throughout: exiting threads flush into pools */
   dl_sync__caches_flush_all();
-  /* a release still waiting keeps its own stream: a later poll finishes it */
-  status = dl_sync__pools_drain_all(dl_sync__releases_queued() != 0);
+  status = dl_sync__pools_drain_all();
   dl_sync__caches_unlock();
   int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
   if (status == DL_SYNC_OK) status = released;

@@ -44,10 +44,23 @@ DL_SYNC__COLD static int keep_in_graph(dl_sync__guard *guard, const dl_sync__bou
   return DL_SYNC_RELEASE_GRAPH;
 }
 
+/* Whether consumer captures now: asked after a capture refused the release's own stream
+   its wait for the consumer's event (HIP refuses it while the event's recording stream
+   captures, which another thread may begin at any moment). */
+static int captures_now(dl_sync__guard *guard, const dl_sync__bound *consumer) {
+  dl_sync_capture_info info = {0};
+  dl_sync__quiet(1);
+  int status = dl_sync__capture_query(guard, consumer, &info);
+  dl_sync__quiet(0);
+  return status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE;
+}
+
 /* The producer does not order its reuse: the deleter waits for an event of the consumer's
    work, recorded on the consumer's stream, or, where the backend's queries read the
    recording stream (HIP), on a stream of dlsync's own after the consumer's work
-   (release_watch.c). */
+   (release_watch.c). A capture begun on the consumer's stream since the release looked
+   refuses that wait: the release then goes to the capture's graph, as one made a moment
+   later would (its event is not asked about: that would break the capture). */
 static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
                  const dl_sync__release_target *t) {
   dl_sync__pending *p = dl_sync__pending_new(t->tensor, t->legacy);
@@ -55,9 +68,13 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
   dl_sync__pool *pool = NULL;
   dl_sync__watch *watch = NULL;
   void *event = NULL;
-  int status = dl_sync__backend_owns_streams(guard->backend)
-                   ? dl_sync__watch_record(guard, consumer, &watch, &pool, &event)
-                   : dl_sync__pool_acquire_recorded(guard, consumer, &pool, &event);
+  int owns = dl_sync__backend_owns_streams(guard->backend);
+  int status = owns ? dl_sync__watch_record(guard, consumer, &watch, &pool, &event)
+                    : dl_sync__pool_acquire_recorded(guard, consumer, &pool, &event);
+  if (status == DL_SYNC_ECAPTURE && owns && event == NULL && captures_now(guard, consumer)) {
+    free(p);
+    return keep_in_graph(guard, consumer, t);
+  }
   if (status == DL_SYNC_OK)
     status = dl_sync__pending_defer(p, guard->backend, pool, event, watch, consumer);
   if (status == DL_SYNC_OK) return DL_SYNC_RELEASE_DEFERRED;

@@ -330,6 +330,7 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   p->pool = pool;
   p->event = event;
   p->watch = watch;
+  if (watch != NULL) dl_sync__watch_hold(watch); /* before a poll can see p */
   release_queue *fresh = NULL;
   lock();
   int claimed = tensor_claim(p);
@@ -359,6 +360,7 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
     wake_waiters();
     return DL_SYNC_OK;
   }
+  if (watch != NULL) dl_sync__watch_let_go(pool, watch); /* not queued: none waits on it */
   return known != DL_SYNC_OK ? known : dl_sync__error(DL_SYNC_ENOMEM, "cannot allocate a release");
 }
 
@@ -467,6 +469,7 @@ static int drain_queue(release_queue *q, int wait, unsigned pass, dl_sync__pendi
   for (dl_sync__pending *p = q->head; p != NULL; p = q->head) {
     unlock();
     int answer = ask(p, wait, pass);
+    if (answer != NOT_YET && p->watch != NULL) dl_sync__watch_let_go(p->pool, p->watch);
     lock();
     if (answer == NOT_YET) break;
     q->head = p->next;

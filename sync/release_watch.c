@@ -8,10 +8,12 @@
  * release records an event on the consumer's stream (E1), makes a stream of dlsync's own
  * wait for it, and records there the event it keeps (E2): polls, the release thread and
  * dl_sync_shutdown ask only E2, whose stream never captures, lives as long as dlsync and
- * is the same stream from every thread. One wait and one record more per deferred release.
+ * is the same stream from every thread. One wait, one record and one capture query of the
+ * consumer's stream (after its record: release.c's came before) more per deferred release.
  *
  * One such stream per event pool (device and context), made at the pool's first deferred
- * release and destroyed by dl_sync_shutdown with the pool; a forked child forgets it with
+ * release and destroyed by dl_sync_shutdown with the pool, or, when releases still wait on it
+ * then, by the poll that finishes the last of them; a forked child forgets it with
  * the pools. The stream runs the waits in order, so a release is finished no earlier than
  * the releases deferred before it on the same device, whatever their consumer streams.
  * Only a device reset, which destroys every stream of the device (dl_sync_shutdown is to
@@ -72,7 +74,12 @@ static dl_sync__bound watch_bound(const dl_sync__pool *pool, const dl_sync__watc
 
 /* The own stream waits for the consumer's work (E1, a borrowed event given back at once:
    the wait binds the record it holds now). A wait refused because the stream is gone
-   (a device reset) makes a new one, once. */
+   (a device reset) makes a new one, once. A capture another thread began on the consumer's
+   stream before the record took E1 into it, and a wait for a captured event would pull the
+   own stream into that capture (HIP: clr rocm-6.2.0 hip_stream.cpp
+   hipStreamWaitEvent_common): the consumer's capture state is asked after the record, and
+   a capture refuses the release here (ECAPTURE: release.c gives it to the graph). One
+   begun after that question makes HIP refuse the wait itself (the same ECAPTURE). */
 static int wait_on_own_stream(dl_sync__guard *guard, dl_sync__bound *consumer,
                               dl_sync__watch **watch, dl_sync__pool **pool) {
   dl_sync__borrowed e1;
@@ -80,7 +87,14 @@ static int wait_on_own_stream(dl_sync__guard *guard, dl_sync__bound *consumer,
   if (status != DL_SYNC_OK) return status;
   *pool = e1.pool;
   const dl_sync_backend *b = guard->backend;
-  for (int attempt = 0;; attempt++) {
+  dl_sync_capture_info info = {0};
+  status = dl_sync__capture_query(guard, consumer, &info);
+  if (status == DL_SYNC_OK && info.status != DL_SYNC_CAPTURE_NONE)
+    status = dl_sync__error(DL_SYNC_ECAPTURE,
+                            "the consumer's stream %p began a capture during the release: "
+                            "dlsync's own stream may not wait for its work",
+                            consumer->stream.handle);
+  for (int attempt = 0; status == DL_SYNC_OK; attempt++) {
     status = watch_of(guard, e1.pool, watch);
     if (status != DL_SYNC_OK) break;
     dl_sync__bound own = watch_bound(e1.pool, *watch);

@@ -89,12 +89,30 @@ static int counted_check(void *ctx, void *stream) {
   return dl_sync_sim_backend()->own_stream_check(ctx, stream);
 }
 
+/* dlsync's own streams made and destroyed. */
+static atomic_int own_made, own_destroyed;
+
+static int counted_create(void *ctx, void **stream) {
+  int code = dl_sync_sim_backend()->own_stream_create(ctx, stream);
+  if (code == 0) atomic_fetch_add(&own_made, 1);
+  return code;
+}
+
+static int counted_destroy(void *ctx, void *stream) {
+  atomic_fetch_add(&own_destroyed, 1);
+  return dl_sync_sim_backend()->own_stream_destroy(ctx, stream);
+}
+
 static void use_counted(int without_own_stream) {
   counted = *dl_sync_sim_backend();
   counted.event_query = counted_query;
   counted.event_synchronize = counted_synchronize;
   counted.capture_info = counted_capture_info;
   counted.own_stream_check = counted_check;
+  counted.own_stream_create = counted_create;
+  counted.own_stream_destroy = counted_destroy;
+  atomic_store(&own_made, 0);
+  atomic_store(&own_destroyed, 0);
   if (without_own_stream) {
     counted.own_stream_create = NULL;
     counted.own_stream_check = NULL;
@@ -164,6 +182,42 @@ static void test_a_capture_begun_right_before_the_query_survives(void **state) {
   assert_false(one_racing_release(1, &finished));
 }
 
+/* A capture begun on the consumer's stream right before the release's record there takes
+   that record into it, and a wait for a captured event pulls the waiting stream into the
+   capture (CUDA Programming Guide, Cross-stream Dependencies and Events): the release goes
+   to the capture's graph, and dlsync's own stream stays out of the capture (which ends
+   without a stream left unjoined). */
+static int record_after_a_capture_begins(void *ctx, void *event, void *stream) {
+  if (stream == capture_target) begin_capture_on_target();
+  return dl_sync_sim_backend()->event_record(ctx, event, stream);
+}
+
+static void test_a_capture_begun_right_before_the_record_keeps_the_own_stream_out(void **state) {
+  (void)state;
+  use_counted(0);
+  counted.event_record = record_after_a_capture_begins;
+  dl_sync_sim_stream *b = new_stream(), *c = new_stream();
+  tensor t, later;
+  make(&t);
+  make(&later);
+  atomic_store(&captures_begun, 0);
+  capture_target = b;
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_GRAPH);
+  capture_target = NULL;
+  assert_int_equal(atomic_load(&captures_begun), 1);
+  assert_int_equal(dl_sync_tensor_release(&later.managed, sim_view(c, 0)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(capture_status(b), DL_SYNC_CAPTURE_ACTIVE);
+  /* no stream of dlsync's joined it: the capture ends (the graph destroyed with it) */
+  assert_int_equal(end_capture(b), DL_SYNC_SIM_SUCCESS);
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_release_poll(), 2);
+  assert_int_equal(atomic_load(&later.deleted), 1);
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
+  CHECK_SIM(dl_sync_sim_stream_destroy(c));
+}
+
 /* --- what a runtime answer is ---------------------------------------------------------- */
 
 /* A query refused by a capture (ECAPTURE) is a "not now": asked again at the next poll and
@@ -178,6 +232,14 @@ static int query_refused_by_a_capture(void *ctx, void *event, int *complete) {
     return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
   }
   return counted_query(ctx, event, complete);
+}
+
+static int synchronize_refused_by_a_capture(void *ctx, void *event) {
+  if (atomic_fetch_sub(&refusals_left, 1) > 0) {
+    atomic_fetch_add(&calls, 1);
+    return DL_SYNC_SIM_ERROR_CAPTURED_EVENT;
+  }
+  return counted_synchronize(ctx, event);
 }
 
 static void test_a_capture_refusal_is_asked_again(void **state) {
@@ -250,6 +312,38 @@ static void test_shutdown_names_failed_and_waiting_releases(void **state) {
   assert_int_equal(dl_sync_release_poll(), 2);
   CHECK_DL(dl_sync_shutdown());
   assert_int_equal(atomic_load(&dead.deleted), 0);
+}
+
+/* A shutdown that leaves releases waiting keeps the own stream they wait on; the poll that
+   finishes the last of them destroys it (no runtime stream of dlsync's outlives its
+   releases), and one with no release waiting on it goes with the shutdown. */
+static void test_an_own_stream_kept_by_shutdown_goes_with_its_last_release(void **state) {
+  (void)state;
+  use_counted(0);
+  counted.event_query = query_refused_by_a_capture;
+  counted.event_synchronize = synchronize_refused_by_a_capture;
+  atomic_store(&refusals_left, 1 << 20);
+  dl_sync_sim_stream *b = new_stream();
+  tensor t;
+  make(&t);
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
+  CHECK_SIM(dl_sync_sim_device_synchronize());
+  assert_int_equal(dl_sync_shutdown(), DL_SYNC_EBACKEND);
+  assert_error_mentions("1 releases still wait");
+  assert_int_equal(atomic_load(&own_made), 1);
+  assert_int_equal(atomic_load(&own_destroyed), 0); /* the release still waits on it */
+  atomic_store(&refusals_left, 0);                  /* the capture is over */
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  assert_int_equal(atomic_load(&own_destroyed), 1);
+  /* a shutdown with no release waiting destroys the stream it made */
+  make(&t);
+  assert_int_equal(dl_sync_tensor_release(&t.managed, sim_view(b, 0)), DL_SYNC_RELEASE_DEFERRED);
+  CHECK_DL(dl_sync_shutdown());
+  assert_int_equal(atomic_load(&t.deleted), 1);
+  assert_int_equal(atomic_load(&own_made), 2);
+  assert_int_equal(atomic_load(&own_destroyed), 2);
+  CHECK_SIM(dl_sync_sim_stream_destroy(b));
 }
 
 /* --- a destroyed consumer stream -------------------------------------------------------- */
@@ -341,8 +435,10 @@ static void test_the_legacy_stream_beside_a_blocking_capture_is_refused(void **s
 int main(void) {
   const struct CMUnitTest tests[] = {
       WATCH_TEST(test_a_capture_begun_right_before_the_query_survives),
+      WATCH_TEST(test_a_capture_begun_right_before_the_record_keeps_the_own_stream_out),
       WATCH_TEST(test_a_capture_refusal_is_asked_again),
       WATCH_TEST(test_shutdown_names_failed_and_waiting_releases),
+      WATCH_TEST(test_an_own_stream_kept_by_shutdown_goes_with_its_last_release),
       WATCH_TEST(test_a_destroyed_consumer_stream_costs_nothing_after),
       WATCH_TEST(test_the_release_thread_finishes_a_per_thread_release),
       WATCH_TEST(test_the_legacy_stream_beside_a_blocking_capture_is_refused),

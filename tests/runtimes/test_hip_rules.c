@@ -289,6 +289,92 @@ static void test_a_release_finishes_while_its_stream_captures(void **state) {
   HIP_OK(handle_fn, "hipStreamDestroy", c);
 }
 
+/* Another thread begins a capture on the consumer's stream between the release's record
+   there (E1) and its own stream's wait for it. From 5.7 HIP refuses that wait
+   (hipErrorStreamCaptureIsolation: the event's recording stream captures now; clr rocm-6.2.0
+   hip_stream.cpp hipStreamWaitEvent_common), and asking about E1 would break the capture:
+   the consumer captures now, so the release goes to the capture's graph, as one a moment
+   later would, and its deleter runs once the graph is gone. 5.5 has no such check: the wait
+   is enqueued and the release deferred. */
+static dl_sync_backend capture_before_wait;
+static void *capture_target;
+
+static int wait_after_a_capture_begins(void *ctx, void *stream, void *event) {
+  if (capture_target != NULL) {
+    HIP_OK(begin_fn, "hipStreamBeginCapture", capture_target, MODE_RELAXED);
+    capture_target = NULL;
+  }
+  return dl_sync_hip_backend()->stream_wait(ctx, stream, event);
+}
+
+static void test_a_capture_begun_before_the_own_streams_wait_keeps_the_tensor(void **state) {
+  (void)state;
+  capture_before_wait = *dl_sync_hip_backend();
+  capture_before_wait.stream_wait = wait_after_a_capture_begins;
+  DL_OK(dl_sync_set_backend(kDLROCM, &capture_before_wait));
+  void *c = new_stream();
+  capture_target = c;
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = tensor_counting(&deleted);
+  int refused = AT_LEAST(5, 7, 0);
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(c)),
+                   refused ? DL_SYNC_RELEASE_GRAPH : DL_SYNC_RELEASE_DEFERRED);
+  assert_null(capture_target);
+  assert_int_equal(status_of(c), ACTIVE);
+  void *graph = end_capture(c);
+  assert_non_null(graph); /* the capture survived */
+  assert_int_equal(deleted, 0);
+  destroy_graph(graph);
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 1);
+  HIP_OK(handle_fn, "hipStreamDestroy", c);
+}
+
+/* Another thread begins a capture on the consumer's stream right before the release's
+   record there (E1): the record joins the capture, and a wait for a captured event pulls
+   the waiting stream into that capture (clr rocm-6.2.0 hip_stream.cpp
+   hipStreamWaitEvent_common, IsEventCaptured): dlsync's own stream would capture, its
+   later events would be queried inside a capture, and the consumer's capture would end
+   with a stream never joined. The release sees the capture after its record and goes to
+   the capture's graph; the own stream stays out of it (a release after finishes). */
+static int record_after_a_capture_begins(void *ctx, void *event, void *stream) {
+  if (capture_target != NULL && stream == capture_target) {
+    HIP_OK(begin_fn, "hipStreamBeginCapture", capture_target, MODE_RELAXED);
+    capture_target = NULL;
+  }
+  return dl_sync_hip_backend()->event_record(ctx, event, stream);
+}
+
+static void test_a_capture_begun_before_the_record_keeps_the_own_stream_out(void **state) {
+  (void)state;
+  capture_before_wait = *dl_sync_hip_backend();
+  capture_before_wait.event_record = record_after_a_capture_begins;
+  DL_OK(dl_sync_set_backend(kDLROCM, &capture_before_wait));
+  const dl_sync_backend *hip = dl_sync_hip_backend();
+  int kept = hip->available(hip->ctx, DL_SYNC_OP_GRAPH_RETAIN); /* else ENOTSUP, the caller's */
+  void *c = new_stream(), *d = new_stream();
+  capture_target = c;
+  int deleted = 0, later_deleted = 0;
+  DLManagedTensorVersioned tensor = tensor_counting(&deleted);
+  DLManagedTensorVersioned later = tensor_counting(&later_deleted);
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(c)),
+                   kept ? DL_SYNC_RELEASE_GRAPH : DL_SYNC_ENOTSUP);
+  assert_null(capture_target);
+  assert_int_equal(dl_sync_tensor_release(&later, on(d)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(dl_sync_release_poll(), 1); /* the own stream captures nothing */
+  assert_int_equal(later_deleted, 1);
+  assert_int_equal(status_of(c), ACTIVE);
+  void *graph = end_capture(c);
+  assert_non_null(graph); /* the capture survived */
+  assert_int_equal(deleted, 0);
+  destroy_graph(graph);
+  if (!kept) assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(dl_sync_release_poll(), 1);
+  assert_int_equal(deleted, 1);
+  HIP_OK(handle_fn, "hipStreamDestroy", c);
+  HIP_OK(handle_fn, "hipStreamDestroy", d);
+}
+
 /* The control: asked on the consumer's stream, the event's query invalidates the consumer's
    capture from 6.2 to 7.2.0 (hipErrorCapturedEvent); 5.x and 7.2.1 ask without harm (an
    event recorded outside the capture). The capture's refusal is no final answer: the
@@ -774,6 +860,8 @@ int main(int argc, char **argv) {
       TEST(test_another_threads_global_capture_survives_dlsync),
       TEST(test_raw_calls_in_the_global_mode_invalidate_it),
       TEST(test_a_release_finishes_while_its_stream_captures),
+      TEST(test_a_capture_begun_before_the_own_streams_wait_keeps_the_tensor),
+      TEST(test_a_capture_begun_before_the_record_keeps_the_own_stream_out),
       TEST(test_a_destroyed_consumer_stream_is_never_read),
       TEST(test_unguarded_the_query_invalidates_the_capture),
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
