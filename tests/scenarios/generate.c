@@ -69,27 +69,6 @@ static int add_produce(rng *r, const program *p, model *m, op *o) {
   return 1;
 }
 
-int known_defect_open[KNOWN_DEFECTS] = {[DEFECT_HIP_PER_THREAD_RELEASE] = 1,
-                                        [DEFECT_HIP_DESTROYED_STREAM_RELEASE] = 1,
-                                        [DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] = 1};
-
-/* Whether the model has a capture open on a framework's stream (the runner's captures are
-   among the model's: it skips, never adds). */
-static int capturing(const model *m, int framework, int device, int stream) {
-  for (int c = 0; c < MAX_CAPTURES; c++)
-    if (m->capture_open[c] && m->capture_framework[c] == framework &&
-        m->capture_device[c] == device && m->capture_stream[c] == stream)
-      return 1;
-  return 0;
-}
-
-/* A per-thread read, unless it would meet an open known defect. */
-static int per_thread_or_explicit(const program *p) {
-  return p->rocm && p->hip_rules && known_defect_open[DEFECT_HIP_PER_THREAD_RELEASE]
-             ? ON_EXPLICIT
-             : ON_PER_THREAD;
-}
-
 static int add_consume(rng *r, const program *p, model *m, op *o) {
   int slot = pick_slot(r, m, LIVE);
   if (slot < 0) return 0;
@@ -101,7 +80,7 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
   int kind = below(r, 100);
   o->consumer_kind = kind < 58   ? ON_EXPLICIT
                      : kind < 72 ? ON_LEGACY
-                     : kind < 84 ? per_thread_or_explicit(p)
+                     : kind < 84 ? ON_PER_THREAD
                      : kind < 94 ? NO_SYNC
                                  : BAD_ARGUMENT;
   int how = below(r, 100);
@@ -113,10 +92,6 @@ static int add_consume(rng *r, const program *p, model *m, op *o) {
                  : how < 92 ? BY_HOST_WAIT
                             : BY_GROUP_TABLE;
   if (o->consumer_kind == NO_SYNC || o->consumer_kind == BAD_ARGUMENT) o->mechanism = BY_EXPORT;
-  if (o->mechanism == BY_HOST_WAIT && p->hip_rules &&
-      known_defect_open[DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE] &&
-      capturing(m, m->slot_framework[slot], m->slot_device[slot], m->slot_stream[slot]))
-    o->mechanism = BY_TENSOR_EVENT;
   /* ROCm's stream argument has no per-thread stream: its per-thread reads name the stream */
   if (p->rocm && o->consumer_kind == ON_PER_THREAD && o->mechanism == BY_EXPORT)
     o->mechanism = BY_PUSH_DEP;
@@ -137,7 +112,7 @@ static int add_import(rng *r, const program *p, model *m, op *o) {
   o->framework = (uint8_t)below(r, p->frameworks);
   o->stream = (uint8_t)below(r, STREAMS_PER_DEVICE);
   int kind = below(r, 100);
-  o->consumer_kind = kind < 70 ? ON_EXPLICIT : kind < 85 ? ON_LEGACY : per_thread_or_explicit(p);
+  o->consumer_kind = kind < 70 ? ON_EXPLICIT : kind < 85 ? ON_LEGACY : ON_PER_THREAD;
   int how = below(r, 100);
   o->mechanism = (uint8_t)(how < 40 ? IMPORT_SINGLE : how < 80 ? IMPORT_GROUPED : IMPORT_N0);
   o->mode = (uint8_t)(o->mechanism == IMPORT_GROUPED && chance(r, 50));
@@ -215,8 +190,6 @@ static void add_op(rng *r, program *p, model *m, int forks) {
     if (o.kind == OP_HOST_SYNC && open_captures(m)) o.kind = OP_POLL;
     if (o.kind == OP_CONCURRENT) { /* a stream of a framework's, at random */
       o.mode = (uint8_t)below(r, CONCURRENT_KINDS);
-      if (p->hip_rules && known_defect_open[DEFECT_HIP_DESTROYED_STREAM_RELEASE])
-        o.mode = CONCURRENT_CAPTURE;
       o.mode |= (uint8_t)(chance(r, 25) ? CONCURRENT_QUIET : 0);
       o.framework = (uint8_t)below(r, p->frameworks);
       o.device = (uint8_t)below(r, p->devices);

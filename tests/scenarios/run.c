@@ -577,6 +577,10 @@ static void consume(world *w, const op *o) {
   int want = predicted(
       w, o, p, c,
       mechanism == BY_TENSOR_EVENT || mechanism == BY_GROUP_TENSOR || mechanism == BY_HOST_WAIT);
+  /* under HIP's rules a host wait on an event whose stream captures now would read that
+     stream (and invalidate its capture): dlsync refuses it (dlsync/tensor.h) */
+  if (mechanism == BY_HOST_WAIT && w->p->hip_rules && capture_on(w, p) >= 0)
+    want = DL_SYNC_ECAPTURE;
   int no_sync_by_policy = none_is_no_sync(w, o, p, mechanism);
   if (no_sync_by_policy) want = DL_SYNC_OK;
   program_counts.none_no_sync += no_sync_by_policy;

@@ -174,27 +174,6 @@ typedef struct run_counts {
 } run_counts;
 extern run_counts program_counts;
 
-/* Defects of dlsync's that a program of the generator meets every time, known and not yet
-   fixed (each names its issue): while one is open the generator makes no program that meets
-   it, so that the random runs stay green, and run_regressions runs the shrunk program that
-   found it, expecting it to fail. Once fixed: its known_defect_open entry becomes 0 (the
-   generator makes such programs again, and the program must pass). --with-known-defects
-   sets them all to 0 for a run. */
-typedef enum known_defect {
-  /* issue 47, item 3: under HIP a release onto a per-thread default stream is asked about
-     only from the thread that made it: a clean-up or release thread elsewhere never ends it */
-  DEFECT_HIP_PER_THREAD_RELEASE,
-  /* issue 47, item 2: under HIP a release whose consumer stream was destroyed (its work
-     done) is probed for ever and never finishes */
-  DEFECT_HIP_DESTROYED_STREAM_RELEASE,
-  /* issue 47, "the producer stream for HIP's dl_sync_tensor_synchronize": under HIP it
-     synchronizes the tensor's event while the producer's stream captures, which breaks that
-     capture (and answers EBACKEND) */
-  DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE,
-  KNOWN_DEFECTS
-} known_defect;
-extern int known_defect_open[KNOWN_DEFECTS];
-
 void program_generate(program *p, uint64_t seed);
 /* Runs p (a fresh simulator, dlsync shut down after) and judges it. */
 verdict program_run(const program *p, variant v, int verbose);

@@ -7,8 +7,6 @@
  *   test_scenarios --seed S         one program, its operations printed (--variant V
  *                                   first: under control V, 1-4)
  *   test_scenarios --programs N --first S --controls K   the fixed set's size
- *   test_scenarios --with-known-defects ...   also the programs that meet a known defect
- *                                             (scenario.h, known_defect)
  * A failing program is shrunk and printed as a C test case to paste below. The controls
  * (an export skipped, a wait dropped, a release replaced by the deleter, an import replaced
  * by the table's bare conversion) must be caught, by the race checker or by value, in at
@@ -20,15 +18,6 @@
 #include <time.h>
 
 #include "scenario.h"
-
-/* AddressSanitizer's leak check runs at exit. */
-#if defined(__SANITIZE_ADDRESS__)
-#define LEAK_CHECKED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LEAK_CHECKED 1
-#endif
-#endif
 
 static double now_s(void) {
   struct timespec t;
@@ -46,34 +35,9 @@ static void expect_passes(const program *p, variant v) {
   }
 }
 
-/* A program that meets a known defect (scenario.h): expected to fail while the defect is
-   open, to pass once it is closed. */
-static void expect_known_defect(const program *p, known_defect defect, const char *what) {
-  if (!known_defect_open[defect]) {
-    expect_passes(p, WITH_DLSYNC);
-    return;
-  }
-#ifdef LEAK_CHECKED
-  /* the defect keeps what its release holds for ever: the leak check would fail the run */
-  printf(
-      "known defect, still open (%s): the program of seed %llu is not run under the leak "
-      "checker\n",
-      what, (unsigned long long)p->seed);
-  return;
-#endif
-  verdict r = program_run(p, WITH_DLSYNC, 0);
-  if (r.failed)
-    printf("known defect, still open (%s): the program of seed %llu fails: %s\n", what,
-           (unsigned long long)p->seed, r.why);
-  else
-    printf(
-        "known defect (%s): the program of seed %llu passes now; if the defect is fixed, "
-        "set its known_defect_open entry to 0\n",
-        what, (unsigned long long)p->seed);
-}
-
 /* Found by the generator (seed 10, shrunk): a read on a per-thread stream under HIP,
-   released there; the clean-up's polls on another thread never end the release. */
+   released there; the clean-up's polls on another thread never ended the release, before
+   HIP's deferred releases were watched on dlsync's own stream. */
 static void test_program_of_seed_10(void) {
   static const program p = {
       .seed = 10,
@@ -100,14 +64,13 @@ static void test_program_of_seed_10(void) {
            .name_legacy_by_none = 1},
           {.kind = OP_RELEASE, .thread = 4, .slot = 21},
       }};
-  expect_known_defect(&p, DEFECT_HIP_PER_THREAD_RELEASE,
-                      "issue 47, 3: a per-thread stream's release under HIP is never finished by "
-                      "another thread");
+  expect_passes(&p, WITH_DLSYNC);
 }
 
 /* Found by the generator (seed 48, flaky there; made certain with a quiet op): a release
    deferred onto an explicit stream under HIP, the stream's work done and the stream
-   destroyed by another thread before any poll; the release then never finishes. */
+   destroyed by another thread before any poll; the release then never finished, before
+   HIP's deferred releases were watched on dlsync's own stream. */
 static void test_program_of_seed_48(void) {
   static const program p = {
       .seed = 48,
@@ -127,13 +90,12 @@ static void test_program_of_seed_48(void) {
            .framework = 1,
            .mode = CONCURRENT_DESTROY | CONCURRENT_QUIET},
       }};
-  expect_known_defect(&p, DEFECT_HIP_DESTROYED_STREAM_RELEASE,
-                      "issue 47, 2: under HIP a release whose consumer stream was destroyed is "
-                      "probed for ever");
+  expect_passes(&p, WITH_DLSYNC);
 }
 
 /* Found by the generator (seed 201, shrunk): under HIP a host wait on a tensor's event
-   while its producer's stream captures breaks that capture. */
+   while its producer's stream captures broke that capture; dlsync now refuses it
+   (ECAPTURE), the owner record naming the producer's stream. */
 static void test_program_of_seed_201(void) {
   static const program p = {
       .seed = 201,
@@ -152,9 +114,7 @@ static void test_program_of_seed_201(void) {
           {.kind = OP_CAPTURE_BEGIN, .thread = 5, .framework = 1, .stream = 1},
           {.kind = OP_CONSUME, .thread = 1, .slot = 6, .mechanism = BY_HOST_WAIT},
       }};
-  expect_known_defect(&p, DEFECT_HIP_TENSOR_SYNCHRONIZE_CAPTURE,
-                      "issue 47, HIP's dl_sync_tensor_synchronize: a host wait on a tensor's "
-                      "event breaks its producer's capture");
+  expect_passes(&p, WITH_DLSYNC);
 }
 
 /* Programs found by the generator once, kept as regressions. */
@@ -262,10 +222,6 @@ int main(int argc, char **argv) {
   double seconds = 0;
   int variant_wanted = WITH_DLSYNC;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--with-known-defects") == 0) {
-      memset(known_defect_open, 0, sizeof known_defect_open);
-      continue;
-    }
     if (i + 1 == argc) break;
     if (strcmp(argv[i], "--programs") == 0) programs = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--first") == 0) first = strtoull(argv[i + 1], NULL, 10);
