@@ -33,7 +33,7 @@ DL_SYNC_PY_GATE_CONSTANTS(DL_SYNC_PIN)
 #define hipUserObjectNoDestructorSync 0x1 /* ROCm 5.3 */
 #define hipGraphUserObjectMove 0x1
 #endif
-#if HIP_VERSION_MAJOR < 7 /* not in ROCm 5.2's header (Debian's): pinned against a 7 or later one */
+#if HIP_VERSION_MAJOR < 7 /* not in ROCm 5.2's header (Debian's) */
 #define hipErrorStreamDetached 916
 #endif
 #define DL_SYNC__HIP_CONSTANTS_ONLY
