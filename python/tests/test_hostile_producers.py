@@ -200,7 +200,7 @@ class GarbageCollectionInside(unittest.TestCase):
     def test_a_gc_callback_calling_import_tensor_inside_its_first_call(self):
         # Every new container collects (threshold 1; the tuple free list drained first), and
         # the nth collection imports again from the gc callback: for some n that is while
-        # import_tensor's first call builds what it uses (3.11: statics built then were
+        # import_tensor's first call builds what it uses (3.11: static objects built then were
         # seen half made, a crash). Each n in a process of its own.
         script = textwrap.dedent("""
             import gc, sys, numpy as np, dlsync

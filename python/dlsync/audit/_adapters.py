@@ -202,7 +202,7 @@ class DlsyncAdapter(Adapter):
             raise NotImplementedError("dlsync's consumer runs on the simulated device only")
         return self._sim.per_thread_stream
 
-    def marker(self, stream: Any) -> Callable[[], bool]:
+    def marker(self, stream: Any) -> Optional[Callable[[], bool]]:
         if self._memory is not None:
             return self._memory.marker(stream)
         done = bytearray(1)
@@ -290,7 +290,7 @@ class DlsyncAdapter(Adapter):
             raise RuntimeError("the capture was invalidated")
         return graph, read
 
-    def launch(self, graph: Any, stream: Any) -> Callable[[], bool]:
+    def launch(self, graph: Any, stream: Any) -> Optional[Callable[[], bool]]:
         graph.launch(stream)
         return self.marker(stream)
 
@@ -647,7 +647,7 @@ class JaxAdapter(Adapter):
     def per_thread_stream(self) -> Any:
         return None
 
-    def marker(self, stream: Any) -> Callable[[], bool]:
+    def marker(self, stream: Any) -> Optional[Callable[[], bool]]:
         return self._feeding().marker(stream) if stream is not None else (lambda: True)
 
     def synchronize(self) -> None:

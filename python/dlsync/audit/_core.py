@@ -178,8 +178,9 @@ class Adapter:
         the graph and the captured read, whose values are those of the graph's last launch."""
         raise NotImplementedError("the adapter has no graph capture")
 
-    def launch(self, graph: Any, stream: Any) -> Callable[[], bool]:
-        """Launches a graph of ``capture`` on stream; returns whether that launch completed."""
+    def launch(self, graph: Any, stream: Any) -> Optional[Callable[[], bool]]:
+        """Launches a graph of ``capture`` on stream; returns whether that launch completed
+        (None: the adapter cannot tell, as for ``marker``)."""
         raise NotImplementedError("the adapter has no graph capture")
 
 
