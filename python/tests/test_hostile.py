@@ -374,32 +374,30 @@ class ReleaseThreadAndTheGil(unittest.TestCase):
         self.assertEqual((code, out.strip()), (0, "left"))
 
     def test_turning_the_thread_off_while_releases_start_it(self):
-        """release_thread(False) racing the autostart of deferred releases on other threads:
-        once it returned and they are done, the thread is off. Before the fix the autostart
-        read "wanted" without the lock and could start the thread after it was turned off."""
+        """release_thread(False) in the autostart's window, between its read of "wanted" and
+        its start of the thread: once both returned, the thread is off. A testing pause
+        holds the autostart in that window until release_thread(False) finds the policy's
+        lock taken, or has returned where the read took no lock (the bug this catches: the
+        thread started after it was turned off), so every run meets the window."""
+        from dlsync import _dlsync
         with dlsync.testing.NullBackend():
-            for _ in range(1000):  # the window is narrow: many tries (a stress test)
-                dlsync.release_thread(True)
-                capsules = [dlsync.testing._sim.tensor(1, bytearray(8), lambda: None, None)
-                            for _ in range(2)]
-                barrier = threading.Barrier(len(capsules) + 1)
-
-                def release(capsule):
-                    barrier.wait()
-                    dlsync.tensor_release(capsule, 5)
-
-                threads = [threading.Thread(target=release, args=(c,)) for c in capsules]
-                for t in threads:
-                    t.start()
-                barrier.wait()
-                dlsync.release_thread(False)
-                for t in threads:
-                    t.join()
-                if dlsync.release_thread_running():
-                    dlsync.release_thread(True)
-                    self.fail("the release thread runs after release_thread(False)")
+            dlsync.release_thread(False)  # not running, and wanted again: the next autostarts
+            dlsync.release_thread(True)
+            capsule = dlsync.testing._sim.tensor(1, bytearray(8), lambda: None, None)
+            _dlsync._testing_pause_autostart()
+            results = []
+            releasing = threading.Thread(
+                target=lambda: results.append(dlsync.tensor_release(capsule, 5)))
+            releasing.start()
+            paused = _dlsync._testing_wait_autostart_paused()
+            dlsync.release_thread(False)
+            releasing.join()
+            running = dlsync.release_thread_running()
             dlsync.release_thread(True)
             dlsync.release_poll()
+            self.assertTrue(paused, "the release's autostart never reached the pause")
+            self.assertEqual(results, [dlsync.RELEASE_DEFERRED])
+            self.assertFalse(running, "the release thread runs after release_thread(False)")
 
 
 class ReleaseThreadAndFork(unittest.TestCase):
