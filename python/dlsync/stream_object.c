@@ -124,17 +124,32 @@ static int from_protocol(const char *func, const char *what, PyObject *obj, size
   return handle_from_int(func, what, protocol_sources[i], attr, out);
 }
 
+/* The class's attribute name, a strong reference (NULL where it has none): another thread
+   may delete it from the class meanwhile (with the GIL switched, or where there is none),
+   so it is never held borrowed. 3.13 looks it up and takes the reference in one step. */
+static PyObject *type_lookup(PyTypeObject *type, PyObject *name) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return _PyType_LookupRef(type, name);
+#else
+  PyObject *found = _PyType_Lookup(type, name); /* borrowed, and held before Python runs */
+  Py_XINCREF(found);
+  return found;
+#endif
+}
+
 /* Most stream classes define their protocol on the type (a method, a property, a member
    of a C or Cython class): found there, it is read without a miss on the instance, and a
    __cuda_stream__ method is called without making a bound method. 1 when the type had
-   one, 0 when not, -1 on error. */
+   one, 0 when not, -1 on error. The descriptor is held until its getter returned (the
+   getter is Python code that may delete it from the class), as CPython's own lookup does. */
 static int from_type_protocol(const char *func, const char *what, PyObject *obj, void **out) {
   for (size_t i = 0; i < PROTOCOLS; i++) {
-    PyObject *descriptor = _PyType_Lookup(Py_TYPE(obj), protocol_keys[i]); /* borrowed */
-    if (descriptor == NULL) continue;
+    PyObject *descriptor = type_lookup(Py_TYPE(obj), protocol_keys[i]);
+    if (descriptor == NULL) continue; /* the lookup raises nothing */
     int rc;
 #if PY_VERSION_HEX >= 0x03090000
     if (i == 0 && (PyFunction_Check(descriptor) || Py_IS_TYPE(descriptor, &PyMethodDescr_Type))) {
+      Py_DECREF(descriptor); /* the call looks it up again */
       PyObject *result = PyObject_VectorcallMethod(protocol_keys[0], &obj,
                                                    1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
       if (result == NULL) return -1;
@@ -149,15 +164,11 @@ static int from_type_protocol(const char *func, const char *what, PyObject *obj,
     descrgetfunc get = Py_TYPE(descriptor)->tp_descr_get;
     PyObject *attr;
     if (get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
-        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
-      /* The lookup's result is borrowed from the class, and the getter is Python code that
-         may delete it there (as CPython's own attribute lookup, hold it meanwhile). */
-      Py_INCREF(descriptor);
+        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr)
       attr = get(descriptor, obj, (PyObject *)Py_TYPE(obj));
-      Py_DECREF(descriptor);
-    } else {
+    else
       attr = PyObject_GetAttr(obj, protocol_keys[i]);
-    }
+    Py_DECREF(descriptor);
     if (attr == NULL) return -1;
     rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);

@@ -330,6 +330,26 @@ class ClassChangedDuringTheLookup(unittest.TestCase):
             self.assertIsNone(dlsync.export(CUDA, cls(), -1))
             self.assertFalse(hasattr(cls, "cuda_stream"))
 
+    def test_the_descriptor_is_held_while_its_getter_runs(self):
+        """dlsync holds the descriptor it found on the class while its getter runs, as
+        CPython's own attribute lookup does: the getter sees the same count of references
+        to it either way (one fewer where dlsync read it borrowed)."""
+        counts = []
+
+        class Counting:
+            def __get__(self, obj, owner):
+                counts.append(sys.getrefcount(self))
+                return 5
+
+            def __set__(self, obj, value):
+                raise AttributeError("read-only")
+
+        cls = type("Stream", (), {"cuda_stream": Counting()})
+        self.assertEqual(cls().cuda_stream, 5)  # CPython's lookup
+        self.assertIsNone(dlsync.export(CUDA, cls(), -1))  # dlsync's
+        self.assertEqual(len(counts), 2)
+        self.assertEqual(counts[1], counts[0], "the descriptor is not held during its getter")
+
 
 class GraphReleaseStartsTheThread(unittest.TestCase):
     """A release kept by a graph starts the release thread as a deferred one does: the
