@@ -14,8 +14,19 @@ typedef struct dl_sync_py_signature {
   const char *name; /* as Python shows it: "export" */
   Py_ssize_t count;
   const char *const *names;
-  PyObject **interned; /* count slots, filled at the first call by keyword (the GIL guards) */
+  PyObject **interned; /* count slots, filled at module initialization, never changed after */
 } dl_sync_py_signature;
+
+/* Every signature, each in its area's file: dl_sync_py_signatures_init interns their names
+   once per process, before any function may run (module.c), so that a call by keyword
+   reads them and never writes. A new signature is added to the list in arguments.c. */
+extern const dl_sync_py_signature dl_sync_py_export_signature, dl_sync_py_push_dep_signature,
+    dl_sync_py_import_signature, dl_sync_py_stream_from_arg_signature,
+    dl_sync_py_stream_to_arg_signature, dl_sync_py_group_wait_signature,
+    dl_sync_py_time_export_signature, dl_sync_py_tensor_release_signature;
+int dl_sync_py_signatures_init(PyObject *module);
+/* The module's _testing_keyword_names_interned(): whether every slot is filled. */
+extern PyMethodDef dl_sync_py_argument_methods[];
 
 /* The arguments of a METH_FASTCALL | METH_KEYWORDS call, in signature's order (borrowed):
    args itself when all are positional, else matched into scratch (count slots). NULL with

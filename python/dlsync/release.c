@@ -40,7 +40,7 @@ static int release_stream(const char *func, PyObject *obj, void **stream) {
    RELEASE_DEFERRED or RELEASE_GRAPH. */
 static const char *const tensor_release_names[] = {"tensor", "stream"};
 static PyObject *tensor_release_interned[2];
-static const dl_sync_py_signature tensor_release_signature = {
+const dl_sync_py_signature dl_sync_py_tensor_release_signature = {
     "tensor_release", 2, tensor_release_names, tensor_release_interned};
 
 static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
@@ -49,7 +49,7 @@ static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_s
   static const char *const func = "dlsync.tensor_release";
   PyObject *scratch[2];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&tensor_release_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_tensor_release_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *capsule = arg_objs[0], *stream_obj = arg_objs[1];
   /* The stream first: its conversion runs Python code, which may release this very capsule

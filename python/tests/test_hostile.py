@@ -529,6 +529,20 @@ class ModuleInitialization(unittest.TestCase):
         """)
         self.assertEqual((code, out.strip()), (0, "ok"), out)
 
+    def test_keyword_names_are_interned_at_initialization(self):
+        """The names a call by keyword is matched against are interned when the module is
+        executed, not at a first call by keyword (which would write shared state in a
+        call: a free-threaded interpreter's race), and a call by keyword then matches."""
+        code, out = run_python("""
+            import dlsync._dlsync as m
+            before = m._testing_keyword_names_interned()  # no call by keyword yet
+            assert m.stream_to_arg(device=(2, 0), stream=5) == 5
+            name = "".join(["str", "eam"])  # a keyword that is not the interned string
+            assert m.stream_to_arg(**{"device": (2, 0), name: 5}) == 5
+            print(before)
+        """)
+        self.assertEqual((code, out.strip()), (0, "True"), out)
+
     @unittest.skipUnless(sys.version_info >= (3, 12), "interpreters with their own GIL: 3.12 and later")
     def test_an_interpreter_with_its_own_gil_is_refused(self):
         code, out = run_python("""
