@@ -505,6 +505,38 @@ class ReleaseThreadAndFork(unittest.TestCase):
         self.assertEqual((code, out.strip()), (0, "running False"), out)
 
 
+class SimulatorOpenedFromInside(unittest.TestCase):
+    """The simulated device's state changes under a lock and is marked while it changes:
+    Python code that install runs (the device types' iteration), or another thread
+    meanwhile, meets "being opened or closed", never a second install whose backends the
+    first would then take for the ones to restore."""
+
+    def test_install_uninstall_and_the_capsule_from_inside_install_are_refused(self):
+        sim = dlsync.testing._sim
+        inner = []
+
+        class Types:
+            def __iter__(self):
+                for call in (lambda: sim.install([2]), sim.uninstall, sim.backend_capsule):
+                    try:
+                        call()
+                        inner.append("ran")
+                    except RuntimeError as error:
+                        inner.append(str(error))
+                return iter([2])
+
+        sim.install(Types())
+        try:
+            self.assertEqual(sim.backend_capsule().__class__.__name__, "PyCapsule")
+        finally:
+            sim.uninstall()
+        self.assertEqual(len(inner), 3, inner)
+        for message in inner:
+            self.assertIn("being opened or closed", message)
+        with self.assertRaisesRegex(RuntimeError, "not open"):
+            sim.backend_capsule()
+
+
 class ModuleInitialization(unittest.TestCase):
     """Multi-phase initialization: each module object is executed (its functions are its
     own), the process's state is built once, and interpreters with a GIL of their own are
