@@ -46,10 +46,8 @@ static int add_constants(PyObject *module) {
    and nowhere lazily: a function called from a gc callback or __del__ while it was half
    built would see it so. The GIL (held during execution) makes "once" exact. */
 static int (*const process_inits[])(PyObject *module) = {
-    dl_sync_py_stream_keys_init,
-    dl_sync_py_signatures_init,
-    dl_sync_py_exchange_import_init,
-    dl_sync_py_sim_init,
+    dl_sync_py_stream_keys_init,    dl_sync_py_signatures_init, dl_sync_py_exchange_import_init,
+    dl_sync_py_exchange_table_init, dl_sync_py_sim_init,
 };
 static int process_initialized;
 

@@ -63,6 +63,8 @@ static inline int dl_sync_py_export(dl_sync_stream producer, dl_sync_stream_arg 
 /* The DLPack exchange table of obj's type (exchange_table.c): *api is NULL when the type has
    none; -1 with an exception set for an attribute that is no table. */
 int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExchangeAPI **api);
+/* Interns the table's attribute names; the module's init calls it. */
+int dl_sync_py_exchange_table_init(PyObject *module);
 /* Raises the exception of a failed exchange call's status for the Python function func,
    with the exception a producer's function set (if any) as its cause; one that is no
    Exception (KeyboardInterrupt) is left as it is. Returns NULL. */

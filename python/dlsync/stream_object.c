@@ -124,19 +124,6 @@ static int from_protocol(const char *func, const char *what, PyObject *obj, size
   return handle_from_int(func, what, protocol_sources[i], attr, out);
 }
 
-/* The class's attribute name, a strong reference (NULL where it has none): another thread
-   may delete it from the class meanwhile (with the GIL switched, or where there is none),
-   so it is never held borrowed. 3.13 looks it up and takes the reference in one step. */
-static PyObject *type_lookup(PyTypeObject *type, PyObject *name) {
-#if PY_VERSION_HEX >= 0x030D0000
-  return _PyType_LookupRef(type, name);
-#else
-  PyObject *found = _PyType_Lookup(type, name); /* borrowed, and held before Python runs */
-  Py_XINCREF(found);
-  return found;
-#endif
-}
-
 /* Most stream classes define their protocol on the type (a method, a property, a member
    of a C or Cython class): found there, it is read without a miss on the instance, and a
    __cuda_stream__ method is called without making a bound method. 1 when the type had
@@ -144,7 +131,7 @@ static PyObject *type_lookup(PyTypeObject *type, PyObject *name) {
    getter is Python code that may delete it from the class), as CPython's own lookup does. */
 static int from_type_protocol(const char *func, const char *what, PyObject *obj, void **out) {
   for (size_t i = 0; i < PROTOCOLS; i++) {
-    PyObject *descriptor = type_lookup(Py_TYPE(obj), protocol_keys[i]);
+    PyObject *descriptor = dl_sync_py_type_lookup(Py_TYPE(obj), protocol_keys[i]);
     if (descriptor == NULL) continue; /* the lookup raises nothing */
     int rc;
 #if PY_VERSION_HEX >= 0x03090000
