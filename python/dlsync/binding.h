@@ -50,9 +50,9 @@ int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *o
     what names the parameter in messages. */
 int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, void **out);
 
-/** Interns the stream protocols' attribute names, once per process (the dlsync module does
-    it when it is executed; a first dl_sync_py_stream_handle does it otherwise). module is
-    unused. 0, or -1 with an exception. */
+/** Interns the stream protocols' attribute names, once per process, before any
+    dl_sync_py_stream_handle (the dlsync module does it when it is executed), so that a call
+    only reads them. module is unused. 0, or -1 with an exception. */
 int dl_sync_py_stream_keys_init(PyObject *module);
 
 #endif /* DL_SYNC_PY_BINDING_H_ */

@@ -99,8 +99,9 @@ static int attach_copy(void (*detach)(void *ctx), void *ctx) {
   return 0;
 }
 
-/* The executable graphs made since the last reset (a set of ints, the GIL guards it), so
-   that a stray int never reaches the simulator as one. */
+/* The executable graphs made since the last reset, so that a stray int never reaches the
+   simulator as one: a set of ints, made once at module initialization, changed only by
+   the set's own operations (as the streams' set, sim_streams.c). */
 static PyObject *created_graphs;
 
 /* What SimulatedDevice.backend_capsule points to; its types are filled at install. */

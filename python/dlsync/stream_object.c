@@ -106,7 +106,7 @@ static const char *const protocol_names[] = {"__cuda_stream__", "cuda_stream", "
 static const char *const protocol_sources[] = {"its __cuda_stream__()", "its .cuda_stream",
                                                "its .ptr"};
 enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
-static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
+static PyObject *protocol_keys[PROTOCOLS]; /* interned at initialization; never freed */
 
 int dl_sync_py_stream_keys_init(PyObject *module) {
   (void)module;
@@ -185,7 +185,6 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     return -1;
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
-  if (protocol_keys[PROTOCOLS - 1] == NULL && dl_sync_py_stream_keys_init(NULL) != 0) return -1;
   int found = from_type_protocol(func, what, obj, out);
   if (found != 0) return found < 0 ? -1 : 0;
   /* Instance attributes, and classes with __getattr__. */
