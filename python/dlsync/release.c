@@ -6,6 +6,8 @@
 #include "module.h" /* Python.h first */
 #include "platform.h"
 
+#include <stdatomic.h>
+
 static const char *const versioned_name = "dltensor_versioned", *const legacy_name = "dltensor";
 
 /* The stream argument as a handle: -1 (an int, or an object whose __index__ gives -1) is
@@ -112,9 +114,11 @@ static int release_thread_was_running; /* under policy_lock: what the parent get
 enum { PAUSE_OFF, PAUSE_ARMED, PAUSE_PAUSED, PAUSE_RESUMED };
 static dl_sync__mutex pause_lock = DL_SYNC__MUTEX_INIT;
 static dl_sync__cond pause_reached = DL_SYNC__COND_INIT, pause_resumed = DL_SYNC__COND_INIT;
-static int pause_state = PAUSE_OFF; /* under pause_lock */
+static atomic_int pause_state = PAUSE_OFF; /* changed under pause_lock; read first without it,
+                                              so that no autostart takes it unless armed */
 
 static void testing_pause_autostart_here(void) {
+  if (atomic_load(&pause_state) == PAUSE_OFF) return;
   dl_sync__mutex_lock(&pause_lock);
   if (pause_state == PAUSE_ARMED) {
     pause_state = PAUSE_PAUSED;
@@ -126,6 +130,7 @@ static void testing_pause_autostart_here(void) {
 }
 
 static void testing_resume_autostart(void) {
+  if (atomic_load(&pause_state) != PAUSE_PAUSED) return;
   dl_sync__mutex_lock(&pause_lock);
   if (pause_state == PAUSE_PAUSED) {
     pause_state = PAUSE_RESUMED;
@@ -190,6 +195,10 @@ static PyObject *py_release_thread_after_fork(PyObject *module, PyObject *in_chi
   if (child < 0) return NULL;
   if (child) { /* this thread alone: the parent's thread and its releases are not here */
     dl_sync__mutex_renew(&policy_lock);
+    dl_sync__mutex_renew(&pause_lock); /* a testing pause, as policy_lock */
+    dl_sync__cond_renew(&pause_reached);
+    dl_sync__cond_renew(&pause_resumed);
+    atomic_store(&pause_state, PAUSE_OFF);
     release_thread_parked = 0;
     release_thread_was_running = 0;
     Py_RETURN_NONE;
