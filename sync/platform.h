@@ -52,8 +52,10 @@ void dl_sync__yield(void);
 /* Locks and one-time calls, both initialized statically (DL_SYNC__MUTEX_INIT,
    DL_SYNC__ONCE_INIT): pthreads where there are, the system's own on Windows (a slim
    reader/writer lock held exclusively, a one-time initialization), so that the library
-   needs no pthreads library there. dl_sync__mutex_renew is for a fork child: a lock a
-   thread of the parent held at the fork (a thread the child does not have) is made anew. */
+   needs no pthreads library there. dl_sync__mutex_trylock takes the lock only where it is
+   free, and says whether it did (1) or not (0). dl_sync__mutex_renew is for a fork child: a
+   lock a thread of the parent held at the fork (a thread the child does not have) is made
+   anew. */
 #ifdef _WIN32
 typedef struct dl_sync__mutex {
   void *state; /* an SRWLOCK */
@@ -66,6 +68,7 @@ typedef struct dl_sync__once {
 #define DL_SYNC__ONCE_INIT \
   { 0 }
 void dl_sync__mutex_lock(dl_sync__mutex *mutex);
+int dl_sync__mutex_trylock(dl_sync__mutex *mutex);
 void dl_sync__mutex_unlock(dl_sync__mutex *mutex);
 void dl_sync__mutex_renew(dl_sync__mutex *mutex);
 void dl_sync__once_run(dl_sync__once *once, void (*function)(void));
@@ -77,6 +80,9 @@ typedef pthread_once_t dl_sync__once;
 #define DL_SYNC__ONCE_INIT PTHREAD_ONCE_INIT
 static inline void dl_sync__mutex_lock(dl_sync__mutex *mutex) {
   pthread_mutex_lock(mutex);
+}
+static inline int dl_sync__mutex_trylock(dl_sync__mutex *mutex) {
+  return pthread_mutex_trylock(mutex) == 0;
 }
 static inline void dl_sync__mutex_unlock(dl_sync__mutex *mutex) {
   pthread_mutex_unlock(mutex);

@@ -137,6 +137,10 @@ void dl_sync__mutex_lock(dl_sync__mutex *mutex) {
   AcquireSRWLockExclusive((SRWLOCK *)mutex);
 }
 
+int dl_sync__mutex_trylock(dl_sync__mutex *mutex) {
+  return TryAcquireSRWLockExclusive((SRWLOCK *)mutex) != 0;
+}
+
 void dl_sync__mutex_unlock(dl_sync__mutex *mutex) {
   ReleaseSRWLockExclusive((SRWLOCK *)mutex);
 }

@@ -15,6 +15,21 @@
 
 #include <dlsync/dlsync.h>
 
+/** The class's attribute name, a strong reference (NULL where it has none; it raises
+   nothing): another thread may delete it from the class meanwhile (with the GIL switched,
+   or where there is none), so it is never held borrowed, and Python code that runs while
+   it is used (a getter) may delete it too. 3.13 looks it up and takes the reference in one
+   step. */
+static inline PyObject *dl_sync_py_type_lookup(PyTypeObject *type, PyObject *name) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return _PyType_LookupRef(type, name);
+#else
+  PyObject *found = _PyType_Lookup(type, name); /* borrowed, and held before Python runs */
+  Py_XINCREF(found);
+  return found;
+#endif
+}
+
 /** Raises the exception kind dl_sync_python_exception(status) names, with this thread's
     dlsync message. Call it on the thread that got status. Always returns NULL. */
 PyObject *dl_sync_py_raise(int status);
@@ -35,9 +50,9 @@ int dl_sync_py_stream_arg(const char *func, PyObject *obj, dl_sync_stream_arg *o
     what names the parameter in messages. */
 int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, void **out);
 
-/** Interns the stream protocols' attribute names, once per process (the dlsync module does
-    it when it is executed; a first dl_sync_py_stream_handle does it otherwise). module is
-    unused. 0, or -1 with an exception. */
+/** Interns the stream protocols' attribute names, once per process, before any
+    dl_sync_py_stream_handle (the dlsync module does it when it is executed), so that a call
+    only reads them. module is unused. 0, or -1 with an exception. */
 int dl_sync_py_stream_keys_init(PyObject *module);
 
 #endif /* DL_SYNC_PY_BINDING_H_ */

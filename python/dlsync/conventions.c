@@ -15,7 +15,7 @@ PyDoc_STRVAR(
 
 static const char *const stream_from_arg_names[] = {"device", "stream"};
 static PyObject *stream_from_arg_interned[2];
-static const dl_sync_py_signature stream_from_arg_signature = {
+const dl_sync_py_signature dl_sync_py_stream_from_arg_signature = {
     "stream_from_arg", 2, stream_from_arg_names, stream_from_arg_interned};
 
 static PyObject *py_stream_from_arg(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
@@ -24,7 +24,7 @@ static PyObject *py_stream_from_arg(PyObject *module, PyObject *const *args, Py_
   static const char *const func = "dlsync.stream_from_arg";
   PyObject *scratch[2];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&stream_from_arg_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_stream_from_arg_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *device_obj = arg_objs[0], *stream_obj = arg_objs[1];
   DLDevice device;
@@ -51,7 +51,7 @@ PyDoc_STRVAR(
 
 static const char *const stream_to_arg_names[] = {"device", "stream"};
 static PyObject *stream_to_arg_interned[2];
-static const dl_sync_py_signature stream_to_arg_signature = {
+const dl_sync_py_signature dl_sync_py_stream_to_arg_signature = {
     "stream_to_arg", 2, stream_to_arg_names, stream_to_arg_interned};
 
 static PyObject *py_stream_to_arg(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
@@ -60,7 +60,7 @@ static PyObject *py_stream_to_arg(PyObject *module, PyObject *const *args, Py_ss
   static const char *const func = "dlsync.stream_to_arg";
   PyObject *scratch[2];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&stream_to_arg_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_stream_to_arg_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *device_obj = arg_objs[0], *stream_obj = arg_objs[1];
   DLDevice device;

@@ -29,12 +29,18 @@
 #include "backends/cuda_driver_entry.h"
 #include "driver_gate_api.h"
 
-static struct {
+typedef struct gate_calls {
 #define GATE_POINTER(name, params) CUresult(*name) params;
   DL_SYNC_PY_GATE_CALLS(GATE_POINTER)
 #undef GATE_POINTER
-} driver;
-static int driver_ready;
+} gate_calls;
+/* The driver's entry points: resolved outside any lock of ours (the driver loads meanwhile),
+   then set once under registry_lock; never changed after driver_ready is set. */
+static gate_calls driver;
+static atomic_int driver_ready;
+/* A leaf lock, held only to read or change driver and the gates' list below, never across
+   a driver call or Python code. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 enum { MAX_GATES = 16 };
 typedef struct gate {
@@ -52,7 +58,7 @@ typedef struct gate {
   pthread_cond_t changed;
 } gate;
 
-/* Made with the GIL held, never freed (see above). */
+/* Under registry_lock; a gate, once listed, is never freed (see above). */
 static gate *gates[MAX_GATES];
 static int gate_count;
 
@@ -77,7 +83,8 @@ static PyObject *raise_driver(const char *call, int code) {
 }
 
 static int resolve_driver(void) {
-  if (driver_ready) return 0;
+  if (atomic_load(&driver_ready)) return 0;
+  gate_calls resolved;
   void *address = NULL;
   int code = 0;
 #define GATE_RESOLVE(name, params)                                                      \
@@ -92,10 +99,15 @@ static int resolve_driver(void) {
         Py_BuildValue("(si)", "the CUDA driver has no " #name " at the 12.0 API", -2)); \
     return -1;                                                                          \
   }                                                                                     \
-  memcpy(&driver.name, &address, sizeof address);
+  memcpy(&resolved.name, &address, sizeof address);
   DL_SYNC_PY_GATE_CALLS(GATE_RESOLVE)
 #undef GATE_RESOLVE
-  driver_ready = 1;
+  pthread_mutex_lock(&registry_lock);
+  if (!atomic_load(&driver_ready)) {
+    driver = resolved;
+    atomic_store(&driver_ready, 1);
+  }
+  pthread_mutex_unlock(&registry_lock);
   return 0;
 }
 
@@ -119,11 +131,11 @@ static void pop_context(void) {
 static gate *gate_at(PyObject *index_obj) {
   long index = PyLong_AsLong(index_obj);
   if (index == -1 && PyErr_Occurred()) return NULL;
-  if (index < 0 || index >= gate_count) {
-    PyErr_Format(PyExc_ValueError, "dlsync.audit: %R is no gate", index_obj);
-    return NULL;
-  }
-  return gates[index];
+  pthread_mutex_lock(&registry_lock);
+  gate *g = index >= 0 && index < gate_count ? gates[index] : NULL;
+  pthread_mutex_unlock(&registry_lock);
+  if (g == NULL) PyErr_Format(PyExc_ValueError, "dlsync.audit: %R is no gate", index_obj);
+  return g;
 }
 
 /* The word and its device pointer, in the current context. */
@@ -154,6 +166,22 @@ static void free_gate(gate *g) {
   PyMem_RawFree(g);
 }
 
+/* The index of context's gate, -1 where it has none yet; *full: no other may be listed. */
+static int gate_index(void *context, int *full) {
+  int index = -1;
+  pthread_mutex_lock(&registry_lock);
+  for (int i = 0; i < gate_count; i++)
+    if (gates[i]->context == context) index = i;
+  *full = gate_count == MAX_GATES;
+  pthread_mutex_unlock(&registry_lock);
+  return index;
+}
+
+static PyObject *too_many_gates(void) {
+  pop_context();
+  return PyErr_Format(PyExc_RuntimeError, "dlsync.audit: more than %d contexts gated", MAX_GATES);
+}
+
 /* _driver_gate(stream) -> (index, info): the gate of the stream's context, made at its first
    use. info: the device and what it says of mapped memory and stream memory operations. */
 static PyObject *py_driver_gate(PyObject *module, PyObject *stream_obj) {
@@ -182,26 +210,32 @@ static PyObject *py_driver_gate(PyObject *module, PyObject *stream_obj) {
       driver.cuDeviceGetAttribute(&mem_ops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1,
                                   device) != CUDA_SUCCESS)
     mem_ops = -1;
-  int index = -1;
-  for (int i = 0; i < gate_count && code == CUDA_SUCCESS; i++)
-    if (gates[i]->context == context) index = i;
+  int full = 0, index = code == CUDA_SUCCESS ? gate_index(context, &full) : -1;
   if (code == CUDA_SUCCESS && index < 0 && map != 0) {
-    if (gate_count == MAX_GATES) {
-      pop_context();
-      return PyErr_Format(PyExc_RuntimeError, "dlsync.audit: more than %d contexts gated",
-                          MAX_GATES);
-    }
+    if (full) return too_many_gates(); /* before a word is mapped for nothing */
     gate *g = new_gate(context);
     if (g == NULL) {
       pop_context();
       return PyErr_NoMemory();
     }
-    code = map_word(g, &call);
+    code = map_word(g, &call); /* outside the lock: a driver call */
     if (code != CUDA_SUCCESS) {
       free_gate(g); /* its word, if it was mapped, stays: nothing else knows it */
     } else {
-      index = gate_count;
-      gates[gate_count++] = g;
+      /* Listed unless another thread listed a gate for this context meanwhile (then this
+         one goes, its word staying mapped) or the list is full. */
+      pthread_mutex_lock(&registry_lock);
+      for (int i = 0; i < gate_count; i++)
+        if (gates[i]->context == context) index = i;
+      full = index < 0 && gate_count == MAX_GATES;
+      if (index < 0 && !full) {
+        index = gate_count;
+        gates[gate_count++] = g;
+      }
+      int listed = index >= 0 && gates[index] == g;
+      pthread_mutex_unlock(&registry_lock);
+      if (!listed) free_gate(g);
+      if (full) return too_many_gates();
     }
   }
   pop_context();

@@ -54,7 +54,8 @@ int dl_sync_py_export_arguments(const char *func, PyObject *const *args, dl_sync
 
 static const char *const export_names[] = {"device", "producer_stream", "stream"};
 static PyObject *export_interned[3];
-static const dl_sync_py_signature export_signature = {"export", 3, export_names, export_interned};
+const dl_sync_py_signature dl_sync_py_export_signature = {"export", 3, export_names,
+                                                          export_interned};
 
 static PyObject *py_export(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames) {
@@ -62,7 +63,7 @@ static PyObject *py_export(PyObject *module, PyObject *const *args, Py_ssize_t n
   static const char *const func = "dlsync.export";
   PyObject *scratch[3];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&export_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_export_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   dl_sync_stream view;
   dl_sync_stream_arg arg;
@@ -87,8 +88,8 @@ PyDoc_STRVAR(
 
 static const char *const push_dep_names[] = {"device", "src", "dst"};
 static PyObject *push_dep_interned[3];
-static const dl_sync_py_signature push_dep_signature = {"push_dep", 3, push_dep_names,
-                                                        push_dep_interned};
+const dl_sync_py_signature dl_sync_py_push_dep_signature = {"push_dep", 3, push_dep_names,
+                                                            push_dep_interned};
 
 static PyObject *py_push_dep(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
@@ -96,7 +97,7 @@ static PyObject *py_push_dep(PyObject *module, PyObject *const *args, Py_ssize_t
   static const char *const func = "dlsync.push_dep";
   PyObject *scratch[3];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&push_dep_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_push_dep_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   DLDevice device;
   void *src = NULL, *dst = NULL;

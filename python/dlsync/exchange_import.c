@@ -281,8 +281,8 @@ static PyObject *import_through_dlpack(const char *func, PyObject *obj, dl_sync_
 
 static const char *const import_names[] = {"obj", "device", "stream"};
 static PyObject *import_interned[3];
-static const dl_sync_py_signature import_signature = {"import_tensor", 3, import_names,
-                                                      import_interned};
+const dl_sync_py_signature dl_sync_py_import_signature = {"import_tensor", 3, import_names,
+                                                          import_interned};
 
 static PyObject *py_import_tensor(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames) {
@@ -290,7 +290,7 @@ static PyObject *py_import_tensor(PyObject *module, PyObject *const *args, Py_ss
   static const char *const func = "dlsync.import_tensor";
   PyObject *scratch[3];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&import_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_import_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *obj = arg_objs[0];
   DLDevice device;

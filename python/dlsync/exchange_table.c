@@ -11,7 +11,8 @@
 
 static const char *const versioned_name = "dltensor_versioned";
 
-/* The attribute names, newest first, interned once under the GIL. */
+/* The attribute names, newest first, interned at module initialization (never changed
+   after, so that any thread reads them). */
 static const char *const table_names[] = {"__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"};
 enum { TABLE_NAMES = sizeof table_names / sizeof table_names[0] };
 static PyObject *table_keys[TABLE_NAMES];
@@ -49,15 +50,24 @@ static int table_from_value(const char *func, PyTypeObject *type, const char *na
   return -1;
 }
 
+int dl_sync_py_exchange_table_init(PyObject *module) {
+  (void)module;
+  for (size_t i = 0; i < TABLE_NAMES; i++)
+    if (table_keys[i] == NULL &&
+        (table_keys[i] = PyUnicode_InternFromString(table_names[i])) == NULL)
+      return -1;
+  return 0;
+}
+
 int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExchangeAPI **api) {
   *api = NULL;
   PyTypeObject *type = Py_TYPE(obj);
   for (size_t i = 0; i < TABLE_NAMES; i++) {
-    if (table_keys[i] == NULL &&
-        (table_keys[i] = PyUnicode_InternFromString(table_names[i])) == NULL)
-      return -1;
-    PyObject *value = _PyType_Lookup(type, table_keys[i]); /* borrowed; no exception */
-    if (value != NULL) return table_from_value(func, type, table_names[i], value, api);
+    PyObject *value = dl_sync_py_type_lookup(type, table_keys[i]); /* no exception */
+    if (value == NULL) continue;
+    int rc = table_from_value(func, type, table_names[i], value, api);
+    Py_DECREF(value);
+    return rc;
   }
   return 0;
 }

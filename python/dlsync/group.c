@@ -74,8 +74,8 @@ static int add_producers(const char *func, dl_sync_group *group, PyObject *produ
 
 static const char *const group_wait_names[] = {"device", "consumer", "producers"};
 static PyObject *group_wait_interned[3];
-static const dl_sync_py_signature group_wait_signature = {"group_wait", 3, group_wait_names,
-                                                          group_wait_interned};
+const dl_sync_py_signature dl_sync_py_group_wait_signature = {"group_wait", 3, group_wait_names,
+                                                              group_wait_interned};
 
 static PyObject *py_group_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames) {
@@ -83,7 +83,7 @@ static PyObject *py_group_wait(PyObject *module, PyObject *const *args, Py_ssize
   static const char *const func = "dlsync.group_wait";
   PyObject *scratch[3];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&group_wait_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_group_wait_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *device_obj = arg_objs[0], *consumer_obj = arg_objs[1], *producers = arg_objs[2];
   DLDevice device;

@@ -10,7 +10,7 @@ static PyMethodDef *const areas[] = {
     dl_sync_py_exchange_methods,       dl_sync_py_convention_methods,   dl_sync_py_policy_methods,
     dl_sync_py_group_methods,          dl_sync_py_runtime_methods,      dl_sync_py_status_methods,
     dl_sync_py_release_methods,        dl_sync_py_null_backend_methods, dl_sync_py_import_methods,
-    dl_sync_py_exchange_table_methods, dl_sync_py_driver_gate_methods,
+    dl_sync_py_exchange_table_methods, dl_sync_py_driver_gate_methods,  dl_sync_py_argument_methods,
 };
 
 static int add_constants(PyObject *module) {
@@ -46,9 +46,8 @@ static int add_constants(PyObject *module) {
    and nowhere lazily: a function called from a gc callback or __del__ while it was half
    built would see it so. The GIL (held during execution) makes "once" exact. */
 static int (*const process_inits[])(PyObject *module) = {
-    dl_sync_py_stream_keys_init,
-    dl_sync_py_exchange_import_init,
-    dl_sync_py_sim_init,
+    dl_sync_py_stream_keys_init,    dl_sync_py_signatures_init, dl_sync_py_exchange_import_init,
+    dl_sync_py_exchange_table_init, dl_sync_py_sim_init,
 };
 static int process_initialized;
 

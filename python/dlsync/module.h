@@ -14,8 +14,19 @@ typedef struct dl_sync_py_signature {
   const char *name; /* as Python shows it: "export" */
   Py_ssize_t count;
   const char *const *names;
-  PyObject **interned; /* count slots, filled at the first call by keyword (the GIL guards) */
+  PyObject **interned; /* count slots, filled at module initialization, never changed after */
 } dl_sync_py_signature;
+
+/* Every signature, each in its area's file: dl_sync_py_signatures_init interns their names
+   once per process, before any function may run (module.c), so that a call by keyword
+   reads them and never writes. A new signature is added to the list in arguments.c. */
+extern const dl_sync_py_signature dl_sync_py_export_signature, dl_sync_py_push_dep_signature,
+    dl_sync_py_import_signature, dl_sync_py_stream_from_arg_signature,
+    dl_sync_py_stream_to_arg_signature, dl_sync_py_group_wait_signature,
+    dl_sync_py_time_export_signature, dl_sync_py_tensor_release_signature;
+int dl_sync_py_signatures_init(PyObject *module);
+/* The module's _testing_keyword_names_interned(): whether every slot is filled. */
+extern PyMethodDef dl_sync_py_argument_methods[];
 
 /* The arguments of a METH_FASTCALL | METH_KEYWORDS call, in signature's order (borrowed):
    args itself when all are positional, else matched into scratch (count slots). NULL with
@@ -52,6 +63,8 @@ static inline int dl_sync_py_export(dl_sync_stream producer, dl_sync_stream_arg 
 /* The DLPack exchange table of obj's type (exchange_table.c): *api is NULL when the type has
    none; -1 with an exception set for an attribute that is no table. */
 int dl_sync_py_exchange_table(const char *func, PyObject *obj, const DLPackExchangeAPI **api);
+/* Interns the table's attribute names; the module's init calls it. */
+int dl_sync_py_exchange_table_init(PyObject *module);
 /* Raises the exception of a failed exchange call's status for the Python function func,
    with the exception a producer's function set (if any) as its cause; one that is no
    Exception (KeyboardInterrupt) is left as it is. Returns NULL. */

@@ -93,8 +93,8 @@ static PyObject *py_null_backend(PyObject *module, PyObject *on) {
 
 static const char *const time_export_names[] = {"device", "producer_stream", "stream", "n"};
 static PyObject *time_export_interned[4];
-static const dl_sync_py_signature time_export_signature = {"_time_export", 4, time_export_names,
-                                                           time_export_interned};
+const dl_sync_py_signature dl_sync_py_time_export_signature = {"_time_export", 4, time_export_names,
+                                                               time_export_interned};
 
 /* _time_export(device, producer_stream, stream, n): nanoseconds per dl_sync_export call,
    n calls in a C loop: what a Python call of export costs beyond its binding. */
@@ -104,7 +104,7 @@ static PyObject *py_time_export(PyObject *module, PyObject *const *args, Py_ssiz
   static const char *const func = "dlsync.testing.NullBackend.time_export";
   PyObject *scratch[4];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&time_export_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_time_export_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   dl_sync_stream view;
   dl_sync_stream_arg arg;

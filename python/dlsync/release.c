@@ -6,6 +6,8 @@
 #include "module.h" /* Python.h first */
 #include "platform.h"
 
+#include <stdatomic.h>
+
 static const char *const versioned_name = "dltensor_versioned", *const legacy_name = "dltensor";
 
 /* The stream argument as a handle: -1 (an int, or an object whose __index__ gives -1) is
@@ -40,7 +42,7 @@ static int release_stream(const char *func, PyObject *obj, void **stream) {
    RELEASE_DEFERRED or RELEASE_GRAPH. */
 static const char *const tensor_release_names[] = {"tensor", "stream"};
 static PyObject *tensor_release_interned[2];
-static const dl_sync_py_signature tensor_release_signature = {
+const dl_sync_py_signature dl_sync_py_tensor_release_signature = {
     "tensor_release", 2, tensor_release_names, tensor_release_interned};
 
 static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
@@ -49,7 +51,7 @@ static PyObject *py_tensor_release(PyObject *module, PyObject *const *args, Py_s
   static const char *const func = "dlsync.tensor_release";
   PyObject *scratch[2];
   PyObject *const *arg_objs =
-      dl_sync_py_arguments(&tensor_release_signature, args, nargs, kwnames, scratch);
+      dl_sync_py_arguments(&dl_sync_py_tensor_release_signature, args, nargs, kwnames, scratch);
   if (arg_objs == NULL) return NULL;
   PyObject *capsule = arg_objs[0], *stream_obj = arg_objs[1];
   /* The stream first: its conversion runs Python code, which may release this very capsule
@@ -106,10 +108,43 @@ static int release_thread_wanted = 1;  /* under policy_lock */
 static int release_thread_parked;      /* under policy_lock: from the before-fork hook on */
 static int release_thread_was_running; /* under policy_lock: what the parent gets back */
 
+/* A pause for tests (dlsync._testing_pause_autostart): the next autostart stops after its
+   read of "wanted" and "parked", until a release_thread call finds policy_lock taken or has
+   returned, so that a test turns the thread off in exactly that window on every run. */
+enum { PAUSE_OFF, PAUSE_ARMED, PAUSE_PAUSED, PAUSE_RESUMED };
+static dl_sync__mutex pause_lock = DL_SYNC__MUTEX_INIT;
+static dl_sync__cond pause_reached = DL_SYNC__COND_INIT, pause_resumed = DL_SYNC__COND_INIT;
+static atomic_int pause_state = PAUSE_OFF; /* changed under pause_lock; read first without it,
+                                              so that no autostart takes it unless armed */
+
+static void testing_pause_autostart_here(void) {
+  if (atomic_load(&pause_state) == PAUSE_OFF) return;
+  dl_sync__mutex_lock(&pause_lock);
+  if (pause_state == PAUSE_ARMED) {
+    pause_state = PAUSE_PAUSED;
+    dl_sync__cond_signal(&pause_reached);
+    while (pause_state == PAUSE_PAUSED) dl_sync__cond_wait(&pause_resumed, &pause_lock, -1);
+    pause_state = PAUSE_OFF;
+  }
+  dl_sync__mutex_unlock(&pause_lock);
+}
+
+static void testing_resume_autostart(void) {
+  if (atomic_load(&pause_state) != PAUSE_PAUSED) return;
+  dl_sync__mutex_lock(&pause_lock);
+  if (pause_state == PAUSE_PAUSED) {
+    pause_state = PAUSE_RESUMED;
+    dl_sync__cond_signal(&pause_resumed);
+  }
+  dl_sync__mutex_unlock(&pause_lock);
+}
+
 void dl_sync_py_release_thread_ensure(void) {
   if (dl_sync_release_thread_running()) return; /* the common case, without the lock */
   dl_sync__mutex_lock(&policy_lock);
-  if (release_thread_wanted && !release_thread_parked) dl_sync_release_thread_start();
+  int start = release_thread_wanted && !release_thread_parked;
+  testing_pause_autostart_here();
+  if (start) dl_sync_release_thread_start();
   dl_sync__mutex_unlock(&policy_lock);
 }
 
@@ -118,10 +153,14 @@ static PyObject *py_release_thread(PyObject *module, PyObject *arg) {
   int run = PyObject_IsTrue(arg);
   if (run < 0) return NULL;
   PyThreadState *thread = PyEval_SaveThread(); /* the lock, and stopping: a deleter's GIL */
-  dl_sync__mutex_lock(&policy_lock);
+  if (!dl_sync__mutex_trylock(&policy_lock)) {
+    testing_resume_autostart(); /* an autostart paused for a test holds it */
+    dl_sync__mutex_lock(&policy_lock);
+  }
   release_thread_wanted = run;
   dl_sync__mutex_unlock(&policy_lock);
   int status = run ? DL_SYNC_OK : dl_sync_release_thread_stop();
+  testing_resume_autostart(); /* one that read "wanted" outside the lock goes on only now */
   PyEval_RestoreThread(thread);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
@@ -156,6 +195,10 @@ static PyObject *py_release_thread_after_fork(PyObject *module, PyObject *in_chi
   if (child < 0) return NULL;
   if (child) { /* this thread alone: the parent's thread and its releases are not here */
     dl_sync__mutex_renew(&policy_lock);
+    dl_sync__mutex_renew(&pause_lock); /* a testing pause, as policy_lock */
+    dl_sync__cond_renew(&pause_reached);
+    dl_sync__cond_renew(&pause_resumed);
+    atomic_store(&pause_state, PAUSE_OFF);
     release_thread_parked = 0;
     release_thread_was_running = 0;
     Py_RETURN_NONE;
@@ -173,6 +216,33 @@ static PyObject *py_release_thread_after_fork(PyObject *module, PyObject *in_chi
   PyEval_RestoreThread(thread);
   if (status != DL_SYNC_OK) return dl_sync_py_raise(status);
   Py_RETURN_NONE;
+}
+
+/* _testing_pause_autostart(): arms the pause for the next autostart.
+   _testing_wait_autostart_paused(): waits (the GIL let go) until an autostart is paused
+   there; False where none came within a minute (a guard against a hang, not a timing),
+   and then disarms it. */
+static PyObject *py_testing_pause_autostart(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  dl_sync__mutex_lock(&pause_lock);
+  pause_state = PAUSE_ARMED;
+  dl_sync__mutex_unlock(&pause_lock);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_testing_wait_autostart_paused(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  PyThreadState *thread = PyEval_SaveThread();
+  dl_sync__mutex_lock(&pause_lock);
+  for (int waits = 0; pause_state == PAUSE_ARMED && waits < 600; waits++)
+    dl_sync__cond_wait(&pause_reached, &pause_lock, 100);
+  int paused = pause_state == PAUSE_PAUSED;
+  if (pause_state == PAUSE_ARMED) pause_state = PAUSE_OFF; /* no later autostart pauses */
+  dl_sync__mutex_unlock(&pause_lock);
+  PyEval_RestoreThread(thread);
+  return PyBool_FromLong(paused);
 }
 
 static PyObject *py_release_thread_running(PyObject *module, PyObject *unused) {
@@ -228,5 +298,9 @@ PyMethodDef dl_sync_py_release_methods[] = {
      "_release_thread_before_fork()\n--\n\nos.register_at_fork's before hook."},
     {"_release_thread_after_fork", py_release_thread_after_fork, METH_O,
      "_release_thread_after_fork(in_child, /)\n--\n\nos.register_at_fork's after hooks."},
+    {"_testing_pause_autostart", py_testing_pause_autostart, METH_NOARGS,
+     "_testing_pause_autostart()\n--\n\nPauses the next autostart after it read the policy."},
+    {"_testing_wait_autostart_paused", py_testing_wait_autostart_paused, METH_NOARGS,
+     "_testing_wait_autostart_paused()\n--\n\nWaits for the paused autostart; returns bool."},
     {NULL, NULL, 0, NULL},
 };

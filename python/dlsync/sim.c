@@ -11,47 +11,97 @@
 #include <string.h>
 
 #include "include/dlsync_testing.h"
+#include "platform.h"
 #include "sim_binding.h"
 
 /* --- installing ----------------------------------------------------------------------- */
 
 enum { MAX_TYPES = DL_SYNC_TESTING_MAX_TYPES, MAX_COPIES = DL_SYNC_TESTING_MAX_COPIES };
-static int installed_count = -1; /* -1: not installed */
+/* Whether the simulator is installed, and into what. state_lock guards installed_count and
+   the copies below; it is held only to read or change them, never across Python code, the
+   runtime or another copy's code, so that a thread waits for it only briefly, and a call
+   made meanwhile (from another thread, or from Python code that install runs) meets
+   CHANGING and is refused, never a half-built state. installed_types and previous are
+   written only by the thread that set CHANGING. */
+enum { CLOSED = -1, CHANGING = -2 };
+static dl_sync__mutex state_lock = DL_SYNC__MUTEX_INIT;
+static int installed_count = CLOSED; /* under state_lock: CLOSED, CHANGING, or the count */
 static int32_t installed_types[MAX_TYPES];
 static const dl_sync_backend *previous[MAX_TYPES];
 
 /* Other copies of dlsync the simulator was installed into (dlsync_testing.h), detached
-   when it closes. The GIL guards them. */
+   when it closes; under state_lock. */
 static struct {
   void (*detach)(void *ctx);
   void *ctx;
 } copies[MAX_COPIES];
 static int copy_count;
 
+/* RuntimeError for a call that found installed_count so; NULL. */
+static PyObject *refuse(int found) {
+  PyErr_SetString(PyExc_RuntimeError,
+                  found == CHANGING
+                      ? "dlsync.testing: the simulated device is being opened or closed (on "
+                        "another thread, or by the call that runs this code)"
+                  : found == CLOSED ? "dlsync.testing: the simulated device is not open"
+                                    : "dlsync.testing: the simulated device is already "
+                                      "installed (one at a time; close the other "
+                                      "SimulatedDevice first)");
+  return NULL;
+}
+
+/* Moves installed_count to to, from CLOSED (from_open 0) or from open (1), under the
+   lock: its state before, or CHANGING, CLOSED or the count it found otherwise with
+   RuntimeError set and *moved 0. */
+static int change_state(int from_open, int to, int *moved) {
+  dl_sync__mutex_lock(&state_lock);
+  int found = installed_count;
+  *moved = from_open ? found >= 0 : found == CLOSED;
+  if (*moved) installed_count = to;
+  dl_sync__mutex_unlock(&state_lock);
+  return found;
+}
+
+static void set_state(int to) {
+  dl_sync__mutex_lock(&state_lock);
+  installed_count = to;
+  dl_sync__mutex_unlock(&state_lock);
+}
+
 static int attach_copy(void (*detach)(void *ctx), void *ctx) {
-  if (installed_count < 0) {
+  dl_sync__mutex_lock(&state_lock);
+  int open = installed_count >= 0, full = 0;
+  if (open) {
+    int known = 0;
+    for (int i = 0; i < copy_count; i++)
+      known |= copies[i].detach == detach && copies[i].ctx == ctx;
+    full = !known && copy_count == MAX_COPIES;
+    if (!known && !full) {
+      copies[copy_count].detach = detach;
+      copies[copy_count].ctx = ctx;
+      copy_count++;
+    }
+  }
+  dl_sync__mutex_unlock(&state_lock);
+  if (!open) {
     PyErr_SetString(PyExc_RuntimeError,
                     "dlsync.testing: the simulated device is not open (install it into another "
                     "copy of dlsync inside the with block)");
     return -1;
   }
-  for (int i = 0; i < copy_count; i++)
-    if (copies[i].detach == detach && copies[i].ctx == ctx) return 0;
-  if (copy_count == MAX_COPIES) {
+  if (full) {
     PyErr_Format(PyExc_RuntimeError,
                  "dlsync.testing: the simulated device is installed into %d other copies of "
                  "dlsync already, the most it serves",
                  MAX_COPIES);
     return -1;
   }
-  copies[copy_count].detach = detach;
-  copies[copy_count].ctx = ctx;
-  copy_count++;
   return 0;
 }
 
-/* The executable graphs made since the last reset (a set of ints, the GIL guards it), so
-   that a stray int never reaches the simulator as one. */
+/* The executable graphs made since the last reset, so that a stray int never reaches the
+   simulator as one: a set of ints, made once at module initialization, changed only by
+   the set's own operations (as the streams' set, sim_streams.c). */
 static PyObject *created_graphs;
 
 /* What SimulatedDevice.backend_capsule points to; its types are filled at install. */
@@ -107,10 +157,19 @@ static const dl_sync_backend *restorable(const dl_sync_backend *b) {
    the simulator's). */
 static void reset_all(void) {
   dl_sync_py_sim_open_gates(); /* else the reset would wait for them forever */
-  PyThreadState *thread = PyEval_SaveThread();
-  /* The other copies first: their pools hold the simulator's events. */
-  for (int i = copy_count - 1; i >= 0; i--) copies[i].detach(copies[i].ctx);
+  /* The other copies first: their pools hold the simulator's events. Taken out under the
+     lock, detached outside it (their code may need the GIL, or this module). */
+  struct {
+    void (*detach)(void *ctx);
+    void *ctx;
+  } detaching[MAX_COPIES];
+  dl_sync__mutex_lock(&state_lock);
+  int detach_count = copy_count;
+  memcpy(detaching, copies, sizeof detaching);
   copy_count = 0;
+  dl_sync__mutex_unlock(&state_lock);
+  PyThreadState *thread = PyEval_SaveThread();
+  for (int i = detach_count - 1; i >= 0; i--) detaching[i].detach(detaching[i].ctx);
   dl_sync_shutdown(); /* the releases still pending finish while their events are valid */
   dl_sync_sim_reset();
   dl_sync_shutdown();
@@ -127,17 +186,17 @@ static void restore_backends(int count) {
 /* install(device_types): the simulator behind dlsync for each device type. */
 static PyObject *sim_install(PyObject *module, PyObject *types) {
   (void)module;
-  if (installed_count >= 0) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "dlsync.testing: the simulated device is already installed (one at a time; "
-                    "close the other SimulatedDevice first)");
+  int moved, found = change_state(0, CHANGING, &moved); /* before any Python code runs */
+  if (!moved) return refuse(found);
+  PyObject *seq = PySequence_Fast(types, "dlsync.testing: device_types must be a sequence");
+  if (seq == NULL) {
+    set_state(CLOSED);
     return NULL;
   }
-  PyObject *seq = PySequence_Fast(types, "dlsync.testing: device_types must be a sequence");
-  if (seq == NULL) return NULL;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   if (n < 1 || n > MAX_TYPES) {
     Py_DECREF(seq);
+    set_state(CLOSED);
     return PyErr_Format(PyExc_ValueError, "dlsync.testing: device_types=%R: expected 1 to %d types",
                         types, MAX_TYPES);
   }
@@ -157,6 +216,7 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
     if (status != DL_SYNC_OK) {
       restore_backends((int)i);
       Py_DECREF(seq);
+      set_state(CLOSED);
       if (type < 0 || type > INT32_MAX)
         return PyErr_Format(PyExc_TypeError,
                             "dlsync.testing: device_types: %R is not a device type", item);
@@ -164,9 +224,9 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
     }
   }
   Py_DECREF(seq);
-  installed_count = (int)n;
   testing_device.backend = dl_sync_sim_backend();
   testing_device.device_type_count = (uint32_t)n;
+  set_state((int)n);
   Py_RETURN_NONE;
 }
 
@@ -174,12 +234,14 @@ static PyObject *sim_install(PyObject *module, PyObject *types) {
 static PyObject *sim_uninstall(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
-  if (installed_count < 0) Py_RETURN_NONE;
+  int moved, count = change_state(1, CHANGING, &moved);
+  if (count == CLOSED) Py_RETURN_NONE;
+  if (!moved) return refuse(count);
   reset_all();
   dl_sync_sim_set_jitter(0, 0);
-  restore_backends(installed_count);
-  installed_count = -1;
+  restore_backends(count);
   testing_device.device_type_count = 0;
+  set_state(CLOSED);
   Py_RETURN_NONE;
 }
 
@@ -273,10 +335,10 @@ static PyObject *sim_tensor(PyObject *module, PyObject *args) {
 static PyObject *sim_backend_capsule(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
-  if (installed_count < 0) {
-    PyErr_SetString(PyExc_RuntimeError, "dlsync.testing: the simulated device is not open");
-    return NULL;
-  }
+  dl_sync__mutex_lock(&state_lock);
+  int found = installed_count;
+  dl_sync__mutex_unlock(&state_lock);
+  if (found < 0) return refuse(found);
   return PyCapsule_New(&testing_device, DL_SYNC_TESTING_CAPSULE, NULL);
 }
 
@@ -371,14 +433,18 @@ static PyObject *sim_end_capture(PyObject *module, PyObject *obj) {
   return Py_BuildValue("(nn)", (Py_ssize_t)kernels, (Py_ssize_t)waits);
 }
 
+static PyObject *no_graph(PyObject *obj) {
+  return PyErr_Format(PyExc_ValueError,
+                      "dlsync.testing: %R is no graph of the simulated device (made since it was "
+                      "opened)",
+                      obj);
+}
+
 static int known_graph(PyObject *obj, dl_sync_sim_graph_exec **exec) {
   int known = PyLong_Check(obj) ? PySet_Contains(created_graphs, obj) : 0;
   if (known < 0) return -1;
   if (!known) {
-    PyErr_Format(PyExc_ValueError,
-                 "dlsync.testing: %R is no graph of the simulated device (made since it was "
-                 "opened)",
-                 obj);
+    no_graph(obj);
     return -1;
   }
   *exec = PyLong_AsVoidPtr(obj);
@@ -425,8 +491,12 @@ static PyObject *sim_graph_launch(PyObject *module, PyObject *args) {
 static PyObject *sim_graph_destroy(PyObject *module, PyObject *graph_obj) {
   (void)module;
   dl_sync_sim_graph_exec *exec;
-  if (known_graph(graph_obj, &exec) != 0 || PySet_Discard(created_graphs, graph_obj) < 0)
-    return NULL;
+  if (known_graph(graph_obj, &exec) != 0) return NULL;
+  /* Destroyed by the call that takes it out of the set: of two racing, the other finds it
+     gone (the set is one object, its own lock where there is no GIL). */
+  int taken = PySet_Discard(created_graphs, graph_obj);
+  if (taken < 0) return NULL;
+  if (taken == 0) return no_graph(graph_obj);
   DL_SYNC_PY_SIM_CHECK("dl_sync_sim_graph_exec_destroy", dl_sync_sim_graph_exec_destroy(exec));
   Py_RETURN_NONE;
 }

@@ -11,8 +11,7 @@
 
 /* A launched kernel's arguments, with the buffers it uses held (Python cannot free or
    resize them). Kept until the simulator is reset, which waits for every kernel and
-   graph: a captured kernel may run any number of times until then. The GIL guards the
-   list. */
+   graph: a captured kernel may run any number of times until then. */
 typedef struct kernel_args {
   struct kernel_args *next;
   Py_buffer src; /* copy only; src.obj is NULL otherwise */
@@ -24,12 +23,20 @@ typedef struct kernel_args {
   int open;
 } kernel_args;
 
+/* The launched kernels, newest first, under launched_lock: a lock held only to link,
+   find or take them out, never across Python code or the simulator (a buffer's release
+   may run Python code), so that no thread waits for it long, the GIL held or not. */
+static pthread_mutex_t launched_lock = PTHREAD_MUTEX_INITIALIZER;
 static kernel_args *launched;
 
 void dl_sync_py_sim_release_kernels(void) {
-  while (launched != NULL) {
-    kernel_args *args = launched;
-    launched = args->next;
+  pthread_mutex_lock(&launched_lock);
+  kernel_args *taken = launched;
+  launched = NULL;
+  pthread_mutex_unlock(&launched_lock);
+  while (taken != NULL) {
+    kernel_args *args = taken;
+    taken = args->next;
     if (args->src.obj != NULL) PyBuffer_Release(&args->src);
     if (args->dst.obj != NULL) PyBuffer_Release(&args->dst);
     pthread_cond_destroy(&args->opened);
@@ -46,7 +53,9 @@ static void open_gate(kernel_args *gate) {
 }
 
 void dl_sync_py_sim_open_gates(void) {
+  pthread_mutex_lock(&launched_lock);
   for (kernel_args *args = launched; args != NULL; args = args->next) open_gate(args);
+  pthread_mutex_unlock(&launched_lock);
 }
 
 static void fill_kernel(void *arg) {
@@ -89,8 +98,10 @@ static void free_unlaunched(kernel_args *args) {
 /* Keeps args until the next reset and enqueues fn(args) on stream. */
 static int launch(dl_sync_sim_stream *stream, kernel_args *args, const char *name,
                   void (*fn)(void *), const dl_sync_sim_access *accesses, size_t count) {
+  pthread_mutex_lock(&launched_lock);
   args->next = launched;
   launched = args;
+  pthread_mutex_unlock(&launched_lock);
   PyThreadState *thread = PyEval_SaveThread();
   int error = dl_sync_sim_launch(stream, name, fn, args, accesses, count);
   PyEval_RestoreThread(thread);
@@ -178,12 +189,14 @@ static PyObject *sim_release(PyObject *module, PyObject *gate_obj) {
   (void)module;
   void *wanted = PyLong_Check(gate_obj) ? PyLong_AsVoidPtr(gate_obj) : NULL;
   if (wanted == NULL && PyErr_Occurred()) return NULL;
-  for (kernel_args *args = launched; args != NULL; args = args->next) {
-    if (args == wanted && args->dst.obj == NULL && args->src.obj == NULL) {
-      open_gate(args);
-      Py_RETURN_NONE;
-    }
+  int found = 0;
+  pthread_mutex_lock(&launched_lock);
+  for (kernel_args *args = launched; args != NULL && !found; args = args->next) {
+    found = args == wanted && args->dst.obj == NULL && args->src.obj == NULL;
+    if (found) open_gate(args);
   }
+  pthread_mutex_unlock(&launched_lock);
+  if (found) Py_RETURN_NONE;
   return PyErr_Format(PyExc_ValueError,
                       "dlsync.testing: %R is not a gate of the simulated device (made by hold "
                       "since it was opened)",

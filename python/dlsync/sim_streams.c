@@ -5,10 +5,11 @@
 
 #include "sim_binding.h"
 
-/* The handles of the streams made since the last reset (a set of ints; the GIL guards
-   it). The simulator, like a CUDA runtime, reads through any handle it is given, so a
-   stray int would crash the process: the primitives here take only these, the legacy
-   stream (None, 1) and the per-thread stream (2). */
+/* The handles of the streams made since the last reset: a set of ints, made once at module
+   initialization, changed only by the set's own operations (each one step: the GIL, or
+   the set's own lock where there is none). The simulator, like a CUDA runtime, reads through any
+   handle it is given, so a stray int would crash the process: the primitives here take only these,
+   the legacy stream (None, 1) and the per-thread stream (2). */
 static PyObject *created_streams;
 
 int dl_sync_py_sim_stream(PyObject *obj, dl_sync_sim_stream **out) {

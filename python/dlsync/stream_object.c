@@ -106,7 +106,7 @@ static const char *const protocol_names[] = {"__cuda_stream__", "cuda_stream", "
 static const char *const protocol_sources[] = {"its __cuda_stream__()", "its .cuda_stream",
                                                "its .ptr"};
 enum { PROTOCOLS = sizeof protocol_names / sizeof protocol_names[0] };
-static PyObject *protocol_keys[PROTOCOLS]; /* interned once, under the GIL; never freed */
+static PyObject *protocol_keys[PROTOCOLS]; /* interned at initialization; never freed */
 
 int dl_sync_py_stream_keys_init(PyObject *module) {
   (void)module;
@@ -127,14 +127,16 @@ static int from_protocol(const char *func, const char *what, PyObject *obj, size
 /* Most stream classes define their protocol on the type (a method, a property, a member
    of a C or Cython class): found there, it is read without a miss on the instance, and a
    __cuda_stream__ method is called without making a bound method. 1 when the type had
-   one, 0 when not, -1 on error. */
+   one, 0 when not, -1 on error. The descriptor is held until its getter returned (the
+   getter is Python code that may delete it from the class), as CPython's own lookup does. */
 static int from_type_protocol(const char *func, const char *what, PyObject *obj, void **out) {
   for (size_t i = 0; i < PROTOCOLS; i++) {
-    PyObject *descriptor = _PyType_Lookup(Py_TYPE(obj), protocol_keys[i]); /* borrowed */
-    if (descriptor == NULL) continue;
+    PyObject *descriptor = dl_sync_py_type_lookup(Py_TYPE(obj), protocol_keys[i]);
+    if (descriptor == NULL) continue; /* the lookup raises nothing */
     int rc;
 #if PY_VERSION_HEX >= 0x03090000
     if (i == 0 && (PyFunction_Check(descriptor) || Py_IS_TYPE(descriptor, &PyMethodDescr_Type))) {
+      Py_DECREF(descriptor); /* the call looks it up again */
       PyObject *result = PyObject_VectorcallMethod(protocol_keys[0], &obj,
                                                    1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
       if (result == NULL) return -1;
@@ -149,15 +151,11 @@ static int from_type_protocol(const char *func, const char *what, PyObject *obj,
     descrgetfunc get = Py_TYPE(descriptor)->tp_descr_get;
     PyObject *attr;
     if (get != NULL && Py_TYPE(descriptor)->tp_descr_set != NULL &&
-        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr) {
-      /* The lookup's result is borrowed from the class, and the getter is Python code that
-         may delete it there (as CPython's own attribute lookup, hold it meanwhile). */
-      Py_INCREF(descriptor);
+        Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr)
       attr = get(descriptor, obj, (PyObject *)Py_TYPE(obj));
-      Py_DECREF(descriptor);
-    } else {
+    else
       attr = PyObject_GetAttr(obj, protocol_keys[i]);
-    }
+    Py_DECREF(descriptor);
     if (attr == NULL) return -1;
     rc = from_protocol(func, what, obj, i, attr, out);
     Py_DECREF(attr);
@@ -187,7 +185,6 @@ int dl_sync_py_stream_handle(const char *func, const char *what, PyObject *obj, 
     return -1;
   }
   if (PyLong_Check(obj)) return handle_from_int(func, what, "the int", obj, out);
-  if (protocol_keys[PROTOCOLS - 1] == NULL && dl_sync_py_stream_keys_init(NULL) != 0) return -1;
   int found = from_type_protocol(func, what, obj, out);
   if (found != 0) return found < 0 ? -1 : 0;
   /* Instance attributes, and classes with __getattr__. */

@@ -330,6 +330,26 @@ class ClassChangedDuringTheLookup(unittest.TestCase):
             self.assertIsNone(dlsync.export(CUDA, cls(), -1))
             self.assertFalse(hasattr(cls, "cuda_stream"))
 
+    def test_the_descriptor_is_held_while_its_getter_runs(self):
+        """dlsync holds the descriptor it found on the class while its getter runs, as
+        CPython's own attribute lookup does: the getter sees the same count of references
+        to it either way (one fewer where dlsync read it borrowed)."""
+        counts = []
+
+        class Counting:
+            def __get__(self, obj, owner):
+                counts.append(sys.getrefcount(self))
+                return 5
+
+            def __set__(self, obj, value):
+                raise AttributeError("read-only")
+
+        cls = type("Stream", (), {"cuda_stream": Counting()})
+        self.assertEqual(cls().cuda_stream, 5)  # CPython's lookup
+        self.assertIsNone(dlsync.export(CUDA, cls(), -1))  # dlsync's
+        self.assertEqual(len(counts), 2)
+        self.assertEqual(counts[1], counts[0], "the descriptor is not held during its getter")
+
 
 class GraphReleaseStartsTheThread(unittest.TestCase):
     """A release kept by a graph starts the release thread as a deferred one does: the
@@ -374,32 +394,30 @@ class ReleaseThreadAndTheGil(unittest.TestCase):
         self.assertEqual((code, out.strip()), (0, "left"))
 
     def test_turning_the_thread_off_while_releases_start_it(self):
-        """release_thread(False) racing the autostart of deferred releases on other threads:
-        once it returned and they are done, the thread is off. Before the fix the autostart
-        read "wanted" without the lock and could start the thread after it was turned off."""
+        """release_thread(False) in the autostart's window, between its read of "wanted" and
+        its start of the thread: once both returned, the thread is off. A testing pause
+        holds the autostart in that window until release_thread(False) finds the policy's
+        lock taken, or has returned where the read took no lock (the bug this catches: the
+        thread started after it was turned off), so every run meets the window."""
+        from dlsync import _dlsync
         with dlsync.testing.NullBackend():
-            for _ in range(1000):  # the window is narrow: many tries (a stress test)
-                dlsync.release_thread(True)
-                capsules = [dlsync.testing._sim.tensor(1, bytearray(8), lambda: None, None)
-                            for _ in range(2)]
-                barrier = threading.Barrier(len(capsules) + 1)
-
-                def release(capsule):
-                    barrier.wait()
-                    dlsync.tensor_release(capsule, 5)
-
-                threads = [threading.Thread(target=release, args=(c,)) for c in capsules]
-                for t in threads:
-                    t.start()
-                barrier.wait()
-                dlsync.release_thread(False)
-                for t in threads:
-                    t.join()
-                if dlsync.release_thread_running():
-                    dlsync.release_thread(True)
-                    self.fail("the release thread runs after release_thread(False)")
+            dlsync.release_thread(False)  # not running, and wanted again: the next autostarts
+            dlsync.release_thread(True)
+            capsule = dlsync.testing._sim.tensor(1, bytearray(8), lambda: None, None)
+            _dlsync._testing_pause_autostart()
+            results = []
+            releasing = threading.Thread(
+                target=lambda: results.append(dlsync.tensor_release(capsule, 5)))
+            releasing.start()
+            paused = _dlsync._testing_wait_autostart_paused()
+            dlsync.release_thread(False)
+            releasing.join()
+            running = dlsync.release_thread_running()
             dlsync.release_thread(True)
             dlsync.release_poll()
+            self.assertTrue(paused, "the release's autostart never reached the pause")
+            self.assertEqual(results, [dlsync.RELEASE_DEFERRED])
+            self.assertFalse(running, "the release thread runs after release_thread(False)")
 
 
 class ReleaseThreadAndFork(unittest.TestCase):
@@ -487,6 +505,38 @@ class ReleaseThreadAndFork(unittest.TestCase):
         self.assertEqual((code, out.strip()), (0, "running False"), out)
 
 
+class SimulatorOpenedFromInside(unittest.TestCase):
+    """The simulated device's state changes under a lock and is marked while it changes:
+    Python code that install runs (the device types' iteration), or another thread
+    meanwhile, meets "being opened or closed", never a second install whose backends the
+    first would then take for the ones to restore."""
+
+    def test_install_uninstall_and_the_capsule_from_inside_install_are_refused(self):
+        sim = dlsync.testing._sim
+        inner = []
+
+        class Types:
+            def __iter__(self):
+                for call in (lambda: sim.install([2]), sim.uninstall, sim.backend_capsule):
+                    try:
+                        call()
+                        inner.append("ran")
+                    except RuntimeError as error:
+                        inner.append(str(error))
+                return iter([2])
+
+        sim.install(Types())
+        try:
+            self.assertEqual(sim.backend_capsule().__class__.__name__, "PyCapsule")
+        finally:
+            sim.uninstall()
+        self.assertEqual(len(inner), 3, inner)
+        for message in inner:
+            self.assertIn("being opened or closed", message)
+        with self.assertRaisesRegex(RuntimeError, "not open"):
+            sim.backend_capsule()
+
+
 class ModuleInitialization(unittest.TestCase):
     """Multi-phase initialization: each module object is executed (its functions are its
     own), the process's state is built once, and interpreters with a GIL of their own are
@@ -510,6 +560,20 @@ class ModuleInitialization(unittest.TestCase):
             print("ok")
         """)
         self.assertEqual((code, out.strip()), (0, "ok"), out)
+
+    def test_keyword_names_are_interned_at_initialization(self):
+        """The names a call by keyword is matched against are interned when the module is
+        executed, not at a first call by keyword (which would write shared state in a
+        call: a free-threaded interpreter's race), and a call by keyword then matches."""
+        code, out = run_python("""
+            import dlsync._dlsync as m
+            before = m._testing_keyword_names_interned()  # no call by keyword yet
+            assert m.stream_to_arg(device=(2, 0), stream=5) == 5
+            name = "".join(["str", "eam"])  # a keyword that is not the interned string
+            assert m.stream_to_arg(**{"device": (2, 0), name: 5}) == 5
+            print(before)
+        """)
+        self.assertEqual((code, out.strip()), (0, "True"), out)
 
     @unittest.skipUnless(sys.version_info >= (3, 12), "interpreters with their own GIL: 3.12 and later")
     def test_an_interpreter_with_its_own_gil_is_refused(self):
