@@ -10,14 +10,15 @@ enum { DL_SYNC__REGISTRY_SIZE = kDLTrn + 1 };
 /* User-installed backends; NULL means the built-in default for the type. */
 static _Atomic(const dl_sync_backend *) installed[DL_SYNC__REGISTRY_SIZE];
 
+/* The first built-in backend serving device_type's family (the list's order is the
+   defaults': the CUDA driver before the CUDA runtime). */
 static const dl_sync_backend *default_backend(int32_t device_type) {
-  switch (dl_sync__family(device_type)) {
-    case DL_SYNC__FAMILY_CUDA:
-      return dl_sync_cuda_backend();
-    case DL_SYNC__FAMILY_ROCM:
-      return dl_sync_hip_backend();
-    default:
-      return NULL;
+  int family = dl_sync__family(device_type);
+  if (family != DL_SYNC__FAMILY_CUDA && family != DL_SYNC__FAMILY_ROCM) return NULL;
+  int32_t served = 0;
+  for (size_t i = 0;; i++) {
+    const dl_sync_backend *b = dl_sync__builtin_backend(i, &served);
+    if (b == NULL || dl_sync__family(served) == family) return b;
   }
 }
 

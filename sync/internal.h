@@ -218,7 +218,8 @@ int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_st
 
 /* backends/runtime_info.c, the seam to the built-in backends (the core names none): the
    i-th built-in backend over a real runtime, with a device type it serves, or NULL past
-   the last; and whether backend is one of them (it hands a stream to a real runtime). */
+   the last, in the order of the defaults (the first one serving a device type's family is
+   its default); and whether backend is one of them (it hands a stream to a real runtime). */
 const dl_sync_backend *dl_sync__builtin_backend(size_t i, int32_t *device_type);
 int dl_sync__backend_is_builtin(const dl_sync_backend *backend);
 
