@@ -10,14 +10,15 @@ enum { DL_SYNC__REGISTRY_SIZE = kDLTrn + 1 };
 /* User-installed backends; NULL means the built-in default for the type. */
 static _Atomic(const dl_sync_backend *) installed[DL_SYNC__REGISTRY_SIZE];
 
+/* The first built-in backend serving device_type's family (the list's order is the
+   defaults': the CUDA driver before the CUDA runtime). */
 static const dl_sync_backend *default_backend(int32_t device_type) {
-  switch (dl_sync__family(device_type)) {
-    case DL_SYNC__FAMILY_CUDA:
-      return dl_sync_cuda_backend();
-    case DL_SYNC__FAMILY_ROCM:
-      return dl_sync_hip_backend();
-    default:
-      return NULL;
+  int family = dl_sync__family(device_type);
+  if (family != DL_SYNC__FAMILY_CUDA && family != DL_SYNC__FAMILY_ROCM) return NULL;
+  int32_t served = 0;
+  for (size_t i = 0;; i++) {
+    const dl_sync_backend *b = dl_sync__builtin_backend(i, &served);
+    if (b == NULL || dl_sync__family(served) == family) return b;
   }
 }
 
@@ -131,6 +132,52 @@ int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b) {
   size_t needed =
       offsetof(dl_sync_backend, event_synchronize_disturbs) + sizeof b->event_synchronize_disturbs;
   return b->size >= needed && b->event_synchronize_disturbs != NULL;
+}
+
+int dl_sync__backend_has_event_gone(const dl_sync_backend *b) {
+  size_t needed = offsetof(dl_sync_backend, event_gone) + sizeof b->event_gone;
+  return b->size >= needed && b->event_gone != NULL;
+}
+
+int dl_sync__backend_has_release_contexts(const dl_sync_backend *b) {
+  size_t needed = offsetof(dl_sync_backend, release_contexts) + sizeof b->release_contexts;
+  return b->size >= needed && b->release_contexts != NULL;
+}
+
+static int release_backend_contexts(const dl_sync_backend *b, int32_t device_type) {
+  if (!dl_sync__backend_has_release_contexts(b)) return DL_SYNC_OK;
+  int32_t device_id = 0;
+  const char *call = NULL;
+  int code = b->release_contexts(b->ctx, &device_id, &call);
+  if (code == 0) return DL_SYNC_OK;
+  return dl_sync__runtime_call_error(b, call != NULL ? call : "release_contexts", code,
+                                     (DLDevice){(DLDeviceType)device_type, device_id});
+}
+
+/* The built-in backends first, then the installed ones, each once (one installed for
+   several device types, or a built-in one installed, is asked once). */
+int dl_sync__backends_release_contexts(void) {
+  const dl_sync_backend *asked[DL_SYNC__REGISTRY_SIZE + 8];
+  size_t count = 0;
+  int status = DL_SYNC_OK;
+  int32_t device_type = 0;
+  for (size_t i = 0; count < 8; i++) {
+    const dl_sync_backend *b = dl_sync__builtin_backend(i, &device_type);
+    if (b == NULL) break;
+    int first = release_backend_contexts(b, device_type);
+    if (status == DL_SYNC_OK) status = first;
+    asked[count++] = b;
+  }
+  for (int32_t type = 0; type < DL_SYNC__REGISTRY_SIZE; type++) {
+    const dl_sync_backend *b = atomic_load_explicit(&installed[type], memory_order_acquire);
+    int seen = b == NULL;
+    for (size_t i = 0; i < count && !seen; i++) seen = asked[i] == b;
+    if (seen) continue;
+    int first = release_backend_contexts(b, type);
+    if (status == DL_SYNC_OK) status = first;
+    asked[count++] = b;
+  }
+  return status;
 }
 
 const dl_sync_backend *dl_sync_get_backend(int32_t device_type) {

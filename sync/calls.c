@@ -14,7 +14,7 @@ int dl_sync__record_pooled(dl_sync__guard *guard, void *event, const dl_sync__bo
   int code = b->event_record(b->ctx, event, stream->stream.handle);
   if (code == 0) return DL_SYNC_OK;
   /* The stream was asked about before (its capture state), so the event is what is gone. */
-  if (gone != NULL && dl_sync__cuda_driver_event_gone(b, code)) {
+  if (gone != NULL && dl_sync__backend_has_event_gone(b) && b->event_gone(b->ctx, code)) {
     *gone = 1;
     return DL_SYNC_EBACKEND;
   }

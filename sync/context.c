@@ -149,8 +149,7 @@ int dl_sync__guard_restore(dl_sync__guard *guard, DLDevice device, int status) {
 
 int dl_sync__check_sim_handle(const dl_sync__guard *guard, dl_sync_stream stream) {
   const dl_sync_backend *backend = guard->backend;
-  if (backend != dl_sync_cuda_backend() && backend != dl_sync_cudart_backend() &&
-      backend != dl_sync_hip_backend())
+  if (!dl_sync__backend_is_builtin(backend))
     return DL_SYNC_OK; /* the simulator's own backend, or one that wraps it */
   return dl_sync__error(DL_SYNC_EINVAL,
                         "stream %p on %s:%d is a stream of dlsync's simulated device, given to "

@@ -157,7 +157,8 @@ static inline void dl_sync__guard_init(dl_sync__guard *guard, const dl_sync_back
 /* A default stream's context, for the caller (the inline callers' slow half). */
 DL_SYNC__COLD int dl_sync__bind_default(dl_sync__guard *guard, dl_sync__bound *bound);
 /* A handle of the simulated device (DL_SYNC_SIM_STREAM_TAG): EINVAL when the guard's
-   backend is a built-in one, which would hand it to a real driver. */
+   backend is a built-in one over a real runtime (dl_sync__backend_is_builtin), which would
+   hand it to a real driver. */
 DL_SYNC__COLD int dl_sync__check_sim_handle(const dl_sync__guard *guard, dl_sync_stream stream);
 static inline int dl_sync__is_sim_handle(void *handle) {
 #if UINTPTR_MAX > 0xFFFFFFFFu
@@ -215,12 +216,12 @@ DL_SYNC__COLD int dl_sync__context_error(const dl_sync_backend *backend, int whi
 int dl_sync__stream_from_arg(DLDevice device, dl_sync_stream_arg arg, dl_sync_stream *out,
                              int *out_needs_sync);
 
-/* backends/cuda_driver.c: gives back the primary-context references the driver backend
-   took to name default streams; called by dl_sync_shutdown once the pools are gone. */
-int dl_sync__cuda_driver_release_contexts(void);
-/* Whether a record's code says the event no longer exists (its context reset or destroyed
-   under it). */
-int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code);
+/* backends/runtime_info.c, the seam to the built-in backends (the core names none): the
+   i-th built-in backend over a real runtime, with a device type it serves, or NULL past
+   the last, in the order of the defaults (the first one serving a device type's family is
+   its default); and whether backend is one of them (it hands a stream to a real runtime). */
+const dl_sync_backend *dl_sync__builtin_backend(size_t i, int32_t *device_type);
+int dl_sync__backend_is_builtin(const dl_sync_backend *backend);
 
 /* backend.c */
 int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out);
@@ -235,6 +236,13 @@ int dl_sync__backend_owns_streams(const dl_sync_backend *b);
 int dl_sync__backend_has_context_exclusive(const dl_sync_backend *b);
 /* Whether b has event_synchronize_disturbs (set, and covered by b's size). */
 int dl_sync__backend_has_event_synchronize_disturbs(const dl_sync_backend *b);
+/* Whether b has event_gone (set, and covered by b's size). */
+int dl_sync__backend_has_event_gone(const dl_sync_backend *b);
+/* Whether b has release_contexts (set, and covered by b's size). */
+int dl_sync__backend_has_release_contexts(const dl_sync_backend *b);
+/* Calls release_contexts of each built-in backend and each installed one, once per
+   backend, for dl_sync_shutdown once the pools are gone: the first failure's status. */
+int dl_sync__backends_release_contexts(void);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \

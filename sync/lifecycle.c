@@ -39,7 +39,7 @@ int dl_sync_shutdown(void) {
   dl_sync__caches_flush_all();
   status = dl_sync__pools_drain_all();
   dl_sync__caches_unlock();
-  int released = dl_sync__cuda_driver_release_contexts(); /* after the events made in them */
+  int released = dl_sync__backends_release_contexts(); /* after the events made in them */
   if (status == DL_SYNC_OK) status = released;
   if (status == DL_SYNC_OK) status = left;
   if (thread_ran && dl_sync_release_thread_start() != DL_SYNC_OK && status == DL_SYNC_OK)

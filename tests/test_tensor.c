@@ -740,7 +740,7 @@ static void test_synchronize_asks_the_producers_stream_first(void **state) {
   CHECK_SIM(dl_sync_sim_set_query_rules(DL_SYNC_SIM_QUERY_RULES_CUDA));
 }
 
-/* event_synchronize_disturbs is the table's last member, read only where a backend's size
+/* event_synchronize_disturbs, a member appended to the table, is read only where a backend's size
    covers it: a backend built before it (its size ending there) is never asked, and its
    synchronization is the runtime's (under HIP's rules: the producer's capture broken). The
    control: the same backend with the size that covers it is asked, once, and refuses. */

@@ -189,6 +189,23 @@ struct dl_sync_backend {
       (context) current. Deferred releases never ask it: they are watched on the backend's
       own stream (own_stream_create). NULL: a synchronization reads no stream (CUDA). */
   int (*event_synchronize_disturbs)(void *ctx, void *stream, int *disturbs);
+  /** For a backend with contexts, whose events die with their context: asked after
+      event_record failed with code on a pool's event, when the stream's capture state was
+      just read without error (so the stream is alive): 1 when code says the event itself no
+      longer exists (its context destroyed, or reset while it kept its identity), 0
+      otherwise. On 1 dlsync drops that event's pool (it never hands out, nor destroys, its
+      events again) and records once more with an event of a new pool; on 0 the failure is
+      the call's. Pure: no runtime call. NULL: no code says so. */
+  int (*event_gone)(void *ctx, int code);
+  /** Gives back what the backend kept alive for dlsync (the primary contexts
+      primary_context named). Called by dl_sync_shutdown on the calling thread, after every
+      pool is drained, once for each built-in backend and each backend installed (with
+      dl_sync_set_backend) at that time; again at each later shutdown (so giving back twice
+      must do nothing), and primary_context may be asked again after it. Returns 0, or the
+      runtime's code of the first failed call, with *device_id its device and *call its name
+      ("cuDevicePrimaryCtxRelease"; NULL: "release_contexts"), for the message; it goes on
+      giving back the rest. NULL: nothing to give back. */
+  int (*release_contexts)(void *ctx, int32_t *device_id, const char **call);
 };
 
 /**

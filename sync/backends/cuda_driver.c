@@ -191,18 +191,22 @@ static CUresult primary_context(int32_t device_id, CUcontext *context) {
   return CUDA_SUCCESS;
 }
 
-int dl_sync__cuda_driver_release_contexts(void) {
+/* release_contexts: the references primary_context took to name default streams. */
+static int cu_release_contexts(void *ctx, int32_t *device_id, const char **call) {
+  (void)ctx;
+  *call = "cuDevicePrimaryCtxRelease";
   if (atomic_load(&driver.state) != DL_SYNC__RUNTIME_READY || init_code != CUDA_SUCCESS)
-    return DL_SYNC_OK;
-  int status = DL_SYNC_OK;
+    return CUDA_SUCCESS;
+  CUresult first = CUDA_SUCCESS;
   for (int i = 0; i < device_count; i++) {
     if (atomic_exchange(&primary[i], NULL) == NULL) continue;
     CUresult code = api.cuDevicePrimaryCtxRelease(devices[i]);
-    if (code != CUDA_SUCCESS && status == DL_SYNC_OK)
-      status = dl_sync__runtime_call_error(dl_sync_cuda_backend(), "cuDevicePrimaryCtxRelease",
-                                           code, (DLDevice){kDLCUDA, i});
+    if (code != CUDA_SUCCESS && first == CUDA_SUCCESS) {
+      first = code;
+      *device_id = i;
+    }
   }
-  return status;
+  return (int)first;
 }
 
 static int cu_primary_context(void *ctx, int32_t device_id, void **context) {
@@ -274,9 +278,11 @@ static int per_thread_answer(void *stream, CUresult code) {
 /* What a reset context's events answer a record with: an event destroyed with its context
    is no valid handle any more (CUDA_ERROR_INVALID_HANDLE: "a resource handle passed to the
    API call was not valid"), or its context is gone (CUDA_ERROR_CONTEXT_IS_DESTROYED). */
-int dl_sync__cuda_driver_event_gone(const dl_sync_backend *backend, int code) {
-  return backend == dl_sync_cuda_backend() &&
-         (code == CUDA_ERROR_INVALID_HANDLE || code == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+/* event_gone: a record's code that says the event no longer exists (its context reset or
+   destroyed under it), where the stream was just asked about. */
+static int cu_event_gone(void *ctx, int code) {
+  (void)ctx;
+  return code == CUDA_ERROR_INVALID_HANDLE || code == CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
 /* cuCtxGetId: "The Id is unique for the life of the program for this instance of CUDA."
@@ -512,6 +518,8 @@ static const dl_sync_backend cuda_driver_backend = {
                            "cuDevicePrimaryCtxRetain", "cuCtxGetId"},
     .context_exclusive = cu_context_exclusive,
     .context_exclusive_call_name = "cuStreamGetGreenCtx",
+    .event_gone = cu_event_gone,
+    .release_contexts = cu_release_contexts,
 };
 
 const dl_sync_backend *dl_sync_cuda_backend(void) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dl_sync_backend_runtime and dl_sync_bind_runtime: which library a built-in backend uses,
- * and binding one. Here, not in the loader, which knows no backend.
+ * and binding one; and the list of the built-in backends, the core's one way to them.
+ * Here, not in the loader, which knows no backend.
  */
 #include <stdio.h>
 
@@ -12,6 +13,26 @@ static dl_sync__runtime *runtime_of(const dl_sync_backend *backend) {
   if (rt == NULL) rt = dl_sync__cudart_of(backend);
   if (rt == NULL) rt = dl_sync__hip_runtime_of(backend);
   return rt;
+}
+
+const dl_sync_backend *dl_sync__builtin_backend(size_t i, int32_t *device_type) {
+  switch (i) {
+    case 0:
+      *device_type = kDLCUDA;
+      return dl_sync_cuda_backend();
+    case 1:
+      *device_type = kDLCUDA;
+      return dl_sync_cudart_backend();
+    case 2:
+      *device_type = kDLROCM;
+      return dl_sync_hip_backend();
+    default:
+      return NULL;
+  }
+}
+
+int dl_sync__backend_is_builtin(const dl_sync_backend *backend) {
+  return runtime_of(backend) != NULL;
 }
 
 static const char *backend_name(const dl_sync_backend *backend) {
