@@ -221,8 +221,7 @@ int main(int argc, char **argv) {
   uint64_t first = 1;
   double seconds = 0;
   int variant_wanted = WITH_DLSYNC;
-  for (int i = 1; i < argc; i++) {
-    if (i + 1 == argc) break;
+  for (int i = 1; i + 1 < argc; i += 2) { /* each option and its value */
     if (strcmp(argv[i], "--programs") == 0) programs = atoi(argv[i + 1]);
     if (strcmp(argv[i], "--first") == 0) first = strtoull(argv[i + 1], NULL, 10);
     if (strcmp(argv[i], "--controls") == 0) controls = atoi(argv[i + 1]);
@@ -238,7 +237,6 @@ int main(int argc, char **argv) {
       printf("%s\n", r.failed ? r.why : "passed");
       return r.failed;
     }
-    i++;
   }
   double start = now_s();
   totals t = {0};
