@@ -434,7 +434,7 @@ static void bench_release_calls_per_model(void) {
    (stream_id) and by the handle alone (the backend without stream_id), side by side: rounds
    alternate, the time is each one's median round. */
 static void bench_release_stream_id(void) {
-  enum { RELEASES = 20000, ROUNDS = 7 };
+  enum { RELEASES = 20000, ROUNDS = 31 };
   static DLManagedTensorVersioned tensors[RELEASES];
   static dl_sync_backend by_handle;
   by_handle = null_backend;
