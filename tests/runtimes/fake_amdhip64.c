@@ -920,6 +920,6 @@ static long hip_counter(const char *name) {
   if (strcmp(name, "null_stream_waits") == 0) return null_stream_waits;
   if (strcmp(name, "streams_created") == 0) return streams_created;
   if (strcmp(name, "per_thread_handle_uses") == 0) return per_thread_handle_uses;
-  if (strcmp(name, "stream_id_asks") == 0) return stream_id_asks;
+  if (strcmp(name, "stream_get_id") == 0) return stream_id_asks;
   return -1;
 }
