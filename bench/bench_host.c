@@ -430,6 +430,44 @@ static void bench_release_calls_per_model(void) {
   report("release deferred + poll: HIP's extra capture queries", queries[1] - queries[0], "calls");
 }
 
+/* A deferred release and its poll with the consumer's queue keyed by the runtime's stream id
+   (stream_id) and by the handle alone (the backend without stream_id), side by side: rounds
+   alternate, the time is each one's median round. */
+static void bench_release_stream_id(void) {
+  enum { RELEASES = 20000, ROUNDS = 31 };
+  static DLManagedTensorVersioned tensors[RELEASES];
+  static dl_sync_backend by_handle;
+  by_handle = null_backend;
+  by_handle.stream_id = NULL;
+  int b;
+  DLDevice device = {kDLCUDA, 0};
+  dl_sync_stream consumer = dl_sync_stream_view(device, &b);
+  double rounds[2][ROUNDS], calls[2];
+  for (int round = 0; round < ROUNDS; round++)
+    for (int id = 0; id < 2; id++) {
+      dl_sync_set_backend(kDLCUDA, id ? &null_backend : &by_handle);
+      fresh_tensors(tensors, 1, device);
+      dl_sync_tensor_release(&tensors[0], consumer); /* warm: the pool */
+      dl_sync_release_poll();
+      fresh_tensors(tensors, RELEASES, device);
+      long before = calls_total();
+      double t0 = now_ns();
+      for (int i = 0; i < RELEASES; i++) {
+        dl_sync_tensor_release(&tensors[i], consumer);
+        dl_sync_release_poll();
+      }
+      rounds[id][round] = (now_ns() - t0) / RELEASES;
+      calls[id] = (double)(calls_total() - before) / RELEASES;
+      dl_sync_shutdown();
+    }
+  dl_sync_set_backend(kDLCUDA, &null_backend);
+  double ns[2] = {median(rounds[0], ROUNDS), median(rounds[1], ROUNDS)};
+  report("release deferred + poll, queue keyed by handle", ns[0], "ns/op");
+  report("release deferred + poll, queue keyed by stream id", ns[1], "ns/op");
+  report("release deferred + poll, stream id / handle", ns[1] / ns[0], "ratio");
+  report("release deferred + poll: stream id's extra calls", calls[1] - calls[0], "calls");
+}
+
 /* The consumer's import through a producer's DLPack exchange table, per argument, next to
    the table's bare conversion (managed_tensor_from_py_object_no_sync, the _NoSync tensor a
    consumer gets without dlsync), each with the deleter call that gives the tensor back:
@@ -651,6 +689,7 @@ int main(void) {
   dl_sync_shutdown();
   dl_sync_set_backend(kDLCUDA, &null_backend);
   bench_release_calls_per_model();
+  bench_release_stream_id();
   bench_exchange_import();
   bench_strategies();
   dl_sync_shutdown();

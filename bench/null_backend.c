@@ -115,6 +115,13 @@ static int n_capture_info(void *c, void *s, dl_sync_capture_info *o) {
   o->status = DL_SYNC_CAPTURE_NONE;
   return 0;
 }
+/* The runtime's id of a stream: its address, which the null model never reuses. */
+static int n_stream_id(void *c, void *s, uint64_t *id) {
+  (void)c;
+  thread_calls[DL_SYNC_OP_STREAM_ID]++;
+  *id = (uint64_t)(uintptr_t)s;
+  return 0;
+}
 static const char *n_error_name(void *c, int e) {
   (void)c;
   (void)e;
@@ -141,6 +148,7 @@ dl_sync_backend null_backend = {
     .error_name = n_error_name,
     .error_string = n_error_name,
     .error_status = n_error_status,
+    .stream_id = n_stream_id,
 };
 
 /* As null_backend, with HIP's way of watching deferred releases: on a stream of dlsync's own. */
@@ -162,4 +170,5 @@ dl_sync_backend null_hip_backend = {
     .own_stream_create = n_own_stream_create,
     .own_stream_check = n_own_stream_check,
     .own_stream_destroy = n_own_stream_destroy,
+    .stream_id = n_stream_id,
 };

@@ -194,3 +194,8 @@ int dl_sync__backend_for(DLDevice device, const dl_sync_backend **out) {
                         "was installed with dl_sync_set_backend",
                         dl_sync__device_type_name(device.device_type), (int)device.device_id);
 }
+
+int dl_sync__backend_has_stream_id(const dl_sync_backend *b) {
+  return b->size >= offsetof(dl_sync_backend, stream_id) + sizeof b->stream_id &&
+         b->stream_id != NULL;
+}

@@ -243,6 +243,8 @@ int dl_sync__backend_has_release_contexts(const dl_sync_backend *b);
 /* Calls release_contexts of each built-in backend and each installed one, once per
    backend, for dl_sync_shutdown once the pools are gone: the first failure's status. */
 int dl_sync__backends_release_contexts(void);
+/* Whether b has stream_id (set, and covered by b's size). */
+int dl_sync__backend_has_stream_id(const dl_sync_backend *b);
 /* The size of the first versioned layout of dl_sync_backend: the smallest one accepted.
    Members added later are read only when a backend's size covers them. */
 #define DL_SYNC__BACKEND_SIZE_FIRST                \
@@ -406,11 +408,13 @@ extern void (*dl_sync__release_grow_hook)(void);
    until it is deferred or kept. */
 dl_sync__pending *dl_sync__pending_new(void *tensor, int legacy);
 /* Queues it behind event (of pool and b, recorded after the work of consumer, which binding
-   identified; on watch's own stream where watch is not NULL): OK, or EINVAL when its tensor
-   waits already, ENOMEM; then nothing is queued and the event and p are still the
-   caller's. */
+   identified; on watch's own stream where watch is not NULL), in the queue of consumer's
+   stream_id (the runtime's id of an explicit handle, 0 when none is known): OK, or EINVAL
+   when its tensor waits already, ENOMEM; then nothing is queued and the event and p are
+   still the caller's. */
 int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
-                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer);
+                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer,
+                           uint64_t stream_id);
 /* Marks its tensor kept by a graph (EINVAL when it waits already, ENOMEM); then the graph's
    user object is given dl_sync__pending_graph_gone(p) as its release, and the retain's
    outcome is told: kept, or abandoned (the graph refused it: the tensor is the caller's

@@ -55,6 +55,16 @@ static int captures_now(dl_sync__guard *guard, const dl_sync__bound *consumer) {
   return status == DL_SYNC_OK && info.status == DL_SYNC_CAPTURE_ACTIVE;
 }
 
+/* The runtime's identity of the consumer's stream, which keys its queue: a destroyed
+   stream's handle may come back for a new stream, whose releases must not wait behind the
+   old one's. A default stream keeps its key (its context, or its thread); no id, or a
+   failed ask, leaves the handle alone as the key. */
+static uint64_t stream_id_of(const dl_sync_backend *b, const dl_sync__bound *consumer) {
+  uint64_t id = 0;
+  if (consumer->is_default || !dl_sync__backend_has_stream_id(b)) return 0;
+  return b->stream_id(b->ctx, consumer->stream.handle, &id) == 0 ? id : 0;
+}
+
 /* The producer does not order its reuse: the deleter waits for an event of the consumer's
    work, recorded on the consumer's stream, or, where the backend's queries read the
    recording stream (HIP), on a stream of dlsync's own after the consumer's work
@@ -76,7 +86,8 @@ static int defer(dl_sync__guard *guard, dl_sync__bound *consumer,
     return keep_in_graph(guard, consumer, t);
   }
   if (status == DL_SYNC_OK)
-    status = dl_sync__pending_defer(p, guard->backend, pool, event, watch, consumer);
+    status = dl_sync__pending_defer(p, guard->backend, pool, event, watch, consumer,
+                                    stream_id_of(guard->backend, consumer));
   if (status == DL_SYNC_OK) return DL_SYNC_RELEASE_DEFERRED;
   if (event != NULL) dl_sync__pool_release(pool, event);
   free(p);

@@ -5,8 +5,11 @@
  *
  * A deferred release holds an event recorded on the consumer's stream. Releases recorded on
  * one stream wait in one queue, oldest first, and a poll asks only each queue's oldest
- * event: stream order makes the older ones complete first, and asking the oldest stays right
- * when a destroyed stream's handle comes back for a new stream. A poll therefore costs one
+ * event: stream order makes the older ones complete first. A stream is its runtime's id where
+ * the backend gives one (stream_id), else its handle: a destroyed stream's handle may come
+ * back for a new stream, whose releases then have a queue of their own instead of waiting
+ * behind the old stream's (keyed by handle alone, asking the oldest stays right, only
+ * later). A poll therefore costs one
  * query per stream with releases waiting, plus one per release it finishes, whatever the
  * depth. A set of the tensors waiting makes the double-release check one lookup.
  *
@@ -52,6 +55,7 @@ typedef struct release_queue {
   struct release_queue *prev, *next; /* every queue, for polls */
   const dl_sync_backend *backend;
   dl_sync__bound stream; /* as the release bound it: handle, device, context */
+  uint64_t stream_id;    /* the runtime's id of an explicit handle's stream, 0: none known */
   uint64_t thread;       /* the per-thread default stream's thread (this_thread), else 0 */
   dl_sync__pending *head, *tail;
   int looked_at; /* a poll is asking its head (under the lock): it stays linked meanwhile */
@@ -163,9 +167,13 @@ static void tensor_unclaim(dl_sync__pending *p) {
 
 /* --- the queues -------------------------------------------------------------------- */
 
+/* A stream's releases share a queue: one handle, device, context, thread (a per-thread
+   default stream's), and one runtime id, so that a new stream given a destroyed one's handle
+   has a queue of its own. */
 static int same_queue(const release_queue *q, const dl_sync_backend *b, const dl_sync__bound *s,
-                      uint64_t thread) {
+                      uint64_t stream_id, uint64_t thread) {
   return q->backend == b && q->stream.stream.handle == s->stream.handle &&
+         q->stream_id == stream_id &&
          q->stream.stream.device.device_type == s->stream.device.device_type &&
          q->stream.stream.device.device_id == s->stream.device.device_id &&
          q->stream.context_id == s->context_id && q->thread == thread;
@@ -199,16 +207,20 @@ static void queue_grow(void) {
 /* The queue of stream, made when it has none (spare: a queue allocated before the lock was
    taken, used or left to the caller). NULL without memory. */
 static release_queue *queue_of(const dl_sync_backend *b, const dl_sync__bound *stream,
-                               release_queue **spare) {
+                               uint64_t stream_id, release_queue **spare) {
   uint64_t thread = stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? this_thread() : 0;
   if (queues.size != 0)
     for (release_queue *q = *queue_bucket(stream); q != NULL; q = q->map_next)
-      if (same_queue(q, b, stream, thread)) return q;
+      if (same_queue(q, b, stream, stream_id, thread)) return q;
   queue_grow();
   release_queue *q = *spare;
   if (q == NULL || queues.size == 0) return NULL;
   *spare = NULL;
-  *q = (release_queue){.backend = b, .stream = *stream, .thread = thread, .next = first_queue};
+  *q = (release_queue){.backend = b,
+                       .stream = *stream,
+                       .stream_id = stream_id,
+                       .thread = thread,
+                       .next = first_queue};
   if (first_queue != NULL) first_queue->prev = q;
   first_queue = q;
   release_queue **at = queue_bucket(stream);
@@ -325,7 +337,8 @@ static void watch_fork(void) {
 }
 
 int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_sync__pool *pool,
-                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer) {
+                           void *event, dl_sync__watch *watch, const dl_sync__bound *consumer,
+                           uint64_t stream_id) {
   watch_fork();
   p->pool = pool;
   p->event = event;
@@ -334,12 +347,12 @@ int dl_sync__pending_defer(dl_sync__pending *p, const dl_sync_backend *b, dl_syn
   release_queue *fresh = NULL;
   lock();
   int claimed = tensor_claim(p);
-  release_queue *q = claimed ? queue_of(b, consumer, &spare_queue) : NULL;
+  release_queue *q = claimed ? queue_of(b, consumer, stream_id, &spare_queue) : NULL;
   if (claimed && q == NULL) { /* a new stream and no spare: allocated with no lock held */
     unlock();
     fresh = malloc(sizeof *fresh);
     lock();
-    q = queue_of(b, consumer, &fresh);
+    q = queue_of(b, consumer, stream_id, &fresh);
   }
   if (q != NULL) {
     p->queue = q;

@@ -63,7 +63,7 @@ static void *defer_many(void *arg) {
     dl_sync__pending *p = dl_sync__pending_new(&tensors[i], 0);
     assert_non_null(p);
     /* never asked about: the test ends with them pending */
-    assert_int_equal(dl_sync__pending_defer(p, &backend, NULL, (void *)0x1, NULL, &stream),
+    assert_int_equal(dl_sync__pending_defer(p, &backend, NULL, (void *)0x1, NULL, &stream, 0),
                      DL_SYNC_OK);
   }
   return NULL;

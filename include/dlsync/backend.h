@@ -41,6 +41,7 @@ typedef enum dl_sync_op {
   DL_SYNC_OP_OWN_STREAM_CREATE,
   DL_SYNC_OP_OWN_STREAM_CHECK,
   DL_SYNC_OP_OWN_STREAM_DESTROY,
+  DL_SYNC_OP_STREAM_ID,
   DL_SYNC_OP_COUNT
 } dl_sync_op;
 
@@ -206,6 +207,13 @@ struct dl_sync_backend {
       ("cuDevicePrimaryCtxRelease"; NULL: "release_contexts"), for the message; it goes on
       giving back the rest. NULL: nothing to give back. */
   int (*release_contexts)(void *ctx, int32_t *device_id, const char **call);
+  /** *id = stream's identity: unique for the life of the process, so that a new stream
+      given a destroyed stream's handle has another (CUDA's cuStreamGetId, HIP's
+      hipStreamGetId); 0 when the runtime has none to give (then, and when the call fails,
+      the handle stands for the stream). Asked once per deferred release, of an explicit
+      handle only (a default stream is keyed by its context or thread), with no context
+      switched: its releases wait in one queue per id. NULL: handles only. */
+  int (*stream_id)(void *ctx, void *stream, uint64_t *id);
 };
 
 /**

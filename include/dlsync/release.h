@@ -107,7 +107,10 @@ DL_SYNC_API int dl_sync_legacy_tensor_record_reuse(DLManagedTensor *tensor, dl_s
 /** Runs the deleters of the deferred releases whose work completed (and of graphs gone),
     on this thread; returns how many ran. Never blocks on the device. Its cost is one event
     query per consumer stream with releases waiting, plus one per release finished (on HIP,
-    one check of dlsync's own stream per device more). */
+    one check of dlsync's own stream per device more). A consumer stream is the runtime's
+    stream id where it gives one (cuStreamGetId, hipStreamGetId from HIP 7.1; asked once per
+    deferred release), else its handle: a new stream given a destroyed stream's handle does
+    not wait behind the old stream's releases. */
 DL_SYNC_API int dl_sync_release_poll(void);
 
 /** The releases still pending (deferred, or kept by a graph). */

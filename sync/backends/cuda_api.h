@@ -84,5 +84,8 @@ typedef cudaError_t (*dl_sync__cuda_capture_info_12)(cudaStream_t stream, int *s
                                                      const cudaGraphNode_t **dependencies,
                                                      size_t *count);
 
+/* cudaStreamGetId (12.0): a stream's identity, "unique for the life of the program". */
+typedef cudaError_t (*dl_sync__cuda_stream_get_id)(cudaStream_t stream, unsigned long long *id);
+
 #endif /* DL_SYNC__CUDA_CONSTANTS_ONLY */
 #endif /* DL_SYNC_CUDA_API_H_ */

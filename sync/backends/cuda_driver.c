@@ -55,6 +55,8 @@ static dl_sync__cu_get_proc_address get_proc_address;
 
 /* From drivers of CUDA 12.4 on; NULL before (no green context can exist there). */
 static dl_sync__cu_stream_get_green_ctx stream_get_green_ctx;
+/* cuStreamGetId, 12.0; NULL where the driver does not give it. */
+static dl_sync__cu_stream_get_id stream_get_id;
 
 /* Names for the codes a library that is no working driver answers before cuGetErrorName
    can be asked (the toolkit's stub libcuda answers every call with 34). */
@@ -107,6 +109,10 @@ static int resolve(dl_sync__runtime *rt) {
       get_proc("cuStreamGetGreenCtx", &address, DL_SYNC__CUDA_GREEN_CONTEXT_API,
                CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL) == CUDA_SUCCESS)
     memcpy(&stream_get_green_ctx, &address, sizeof address);
+  address = NULL;
+  if (get_proc("cuStreamGetId", &address, DL_SYNC__CUDA_DRIVER_API,
+               CU_GET_PROC_ADDRESS_LEGACY_STREAM, NULL) == CUDA_SUCCESS)
+    memcpy(&stream_get_id, &address, sizeof address);
   return 0;
 }
 
@@ -252,6 +258,19 @@ static CUresult stream_green(CUstream stream, int *green) {
   CUgreenCtx found = NULL;
   CUresult code = stream_get_green_ctx(stream, &found);
   *green = found != NULL;
+  return code;
+}
+
+/* cuStreamGetId: "The Id is unique for the life of the program", where a destroyed
+   stream's handle may be a new stream's. 0 from a driver without it. */
+static int cu_stream_id(void *ctx, void *stream, uint64_t *id) {
+  (void)ctx;
+  *id = 0;
+  DL_SYNC__NEED_DRIVER();
+  if (stream_get_id == NULL) return CUDA_SUCCESS;
+  unsigned long long value = 0;
+  CUresult code = stream_get_id((CUstream)stream, &value);
+  *id = value;
   return code;
 }
 
@@ -487,6 +506,7 @@ static const char *const cuda_driver_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_EVENT_QUERY] = "cuEventQuery(relaxed by cuThreadExchangeStreamCaptureMode)",
     [DL_SYNC_OP_CAPTURE_INFO] = "cuStreamGetCaptureInfo",
     [DL_SYNC_OP_GRAPH_RETAIN] = "cuGraphRetainUserObject",
+    [DL_SYNC_OP_STREAM_ID] = "cuStreamGetId",
 };
 
 static const dl_sync_backend cuda_driver_backend = {
@@ -520,6 +540,7 @@ static const dl_sync_backend cuda_driver_backend = {
     .context_exclusive_call_name = "cuStreamGetGreenCtx",
     .event_gone = cu_event_gone,
     .release_contexts = cu_release_contexts,
+    .stream_id = cu_stream_id,
 };
 
 const dl_sync_backend *dl_sync_cuda_backend(void) {

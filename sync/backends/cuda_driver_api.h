@@ -6,7 +6,8 @@
  * DL_SYNC__CUDA_DRIVER_API (12.0): the ABI of each call below is its 12.0 one (for
  * cuStreamGetCaptureInfo, the _v2 form), which every driver from CUDA 12.0 on serves. The
  * one call of green contexts dlsync asks, cuStreamGetGreenCtx, comes at the version that
- * introduced it (12.4), from drivers that have it.
+ * introduced it (12.4), from drivers that have it; cuStreamGetId, which keys deferred
+ * releases, is looked up without being required (a driver lacking it keys them by handle).
  * tests/runtimes/test_runtime_headers.c pins the values against cuda.h where installed.
  */
 #ifndef DL_SYNC_CUDA_DRIVER_API_H_
@@ -106,6 +107,8 @@ typedef CUresult (*dl_sync__cu_get_proc_address)(const char *symbol, void **pfn,
 /* Green contexts (CUDA 12.4): whether a stream, or the calling thread's current context
    (through CU_STREAM_LEGACY), is a green context's. */
 typedef CUresult (*dl_sync__cu_stream_get_green_ctx)(CUstream stream, CUgreenCtx *green);
+/* cuStreamGetId (CUDA 12.0): a stream's identity, "unique for the life of the program". */
+typedef CUresult (*dl_sync__cu_stream_get_id)(CUstream stream, unsigned long long *id);
 
 #endif /* DL_SYNC__CUDA_CONSTANTS_ONLY */
 #endif /* DL_SYNC_CUDA_DRIVER_API_H_ */

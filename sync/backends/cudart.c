@@ -30,6 +30,7 @@ static struct {
 #undef DL_SYNC__CUDA_POINTER
   dl_sync__cuda_capture_info_13 capture_info_13; /* CUDA 13 */
   dl_sync__cuda_capture_info_12 capture_info_12; /* CUDA 12 */
+  dl_sync__cuda_stream_get_id stream_get_id;     /* cudaStreamGetId, 12.0; NULL if absent */
 } api;
 
 static int resolve(dl_sync__runtime *rt) {
@@ -55,6 +56,9 @@ static int resolve(dl_sync__runtime *rt) {
     memcpy(&api.capture_info_13, &query, sizeof query);
   else
     memcpy(&api.capture_info_12, &query, sizeof query);
+  if (!dl_sync__runtime_bind(&runtime, "cudaStreamGetId", &api.stream_get_id,
+                             sizeof api.stream_get_id))
+    api.stream_get_id = NULL;
   return 0;
 }
 
@@ -104,6 +108,19 @@ static int cuda_event_record(void *ctx, void *event, void *stream) {
   (void)ctx;
   DL_SYNC__NEED_RUNTIME(&runtime);
   return consumed(api.cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+}
+
+/* cudaStreamGetId: "The Id is unique for the life of the program". 0 from a runtime
+   without it. */
+static int cuda_stream_id(void *ctx, void *stream, uint64_t *id) {
+  (void)ctx;
+  *id = 0;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  if (api.stream_get_id == NULL) return 0;
+  unsigned long long value = 0;
+  cudaError_t code = api.stream_get_id((cudaStream_t)stream, &value);
+  *id = code == cudaSuccess ? value : 0;
+  return consumed(code);
 }
 
 static int cuda_stream_wait(void *ctx, void *stream, void *event) {
@@ -271,6 +288,7 @@ static const dl_sync_backend cuda_backend = {
     .error_name = cuda_error_name,
     .error_string = cuda_error_string,
     .error_status = cuda_error_status,
+    .stream_id = cuda_stream_id,
 };
 
 /* Asking for the backend is no use of it: a runtime is found at its first call, so that a

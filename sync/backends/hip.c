@@ -51,6 +51,7 @@ static struct {
   int records_every_status;     /* every call's status becomes the last error (up to 6.4) */
   int user_objects;             /* 5.3: hipUserObjectCreate, hipGraphRetainUserObject */
   int external_waits;           /* 6.4.2: the runtime has external event waits */
+  dl_sync__hip_stream_get_id stream_get_id; /* 7.1: hipStreamGetId; NULL before */
 } api;
 
 /* HIP_VERSION: major * 10000000 + minor * 100000 + patch (hip_version.h). */
@@ -112,6 +113,9 @@ static int resolve(dl_sync__runtime *rt) {
   DL_SYNC__HIP_EXTERNAL_WAIT_CALLS(DL_SYNC__HIP_OPTIONAL)
 #undef DL_SYNC__HIP_OPTIONAL
   api.external_waits = external_waits;
+  if (!dl_sync__runtime_bind(&runtime, "hipStreamGetId", &api.stream_get_id,
+                             sizeof api.stream_get_id))
+    api.stream_get_id = NULL;
   return 0;
 }
 
@@ -393,6 +397,20 @@ static int hip_error_status(void *ctx, int code) {
   }
 }
 
+/* hipStreamGetId (clr hip_stream.cpp hipStreamGetId_common): validates the handle
+   (hipErrorInvalidResourceHandle for one destroyed) and reads the stream's id, never its
+   capture. 0 from a runtime without it. */
+static int hip_stream_id(void *ctx, void *stream, uint64_t *id) {
+  (void)ctx;
+  *id = 0;
+  DL_SYNC__NEED_RUNTIME(&runtime);
+  if (api.stream_get_id == NULL) return 0;
+  unsigned long long value = 0;
+  hipError_t code = api.stream_get_id((hipStream_t)stream, &value);
+  *id = code == hipSuccess ? value : 0;
+  return consumed(code);
+}
+
 /* What the runtime found has of the optional operations (resolve() says). */
 static int hip_available(void *ctx, dl_sync_op op) {
   (void)ctx;
@@ -419,6 +437,7 @@ static const char *const hip_backend_call_names[DL_SYNC_OP_COUNT] = {
     [DL_SYNC_OP_OWN_STREAM_CREATE] = "hipStreamCreateWithFlags",
     [DL_SYNC_OP_OWN_STREAM_CHECK] = "hipStreamGetCaptureInfo_v2",
     [DL_SYNC_OP_OWN_STREAM_DESTROY] = "hipStreamDestroy",
+    [DL_SYNC_OP_STREAM_ID] = "hipStreamGetId",
 };
 
 static const dl_sync_backend hip_backend = {
@@ -446,6 +465,7 @@ static const dl_sync_backend hip_backend = {
     .own_stream_check = hip_own_stream_check,
     .own_stream_destroy = hip_own_stream_destroy,
     .event_synchronize_disturbs = hip_event_synchronize_disturbs,
+    .stream_id = hip_stream_id,
 };
 
 const dl_sync_backend *dl_sync_hip_backend(void) {

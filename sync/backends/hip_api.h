@@ -90,5 +90,8 @@ enum { DL_SYNC__HIP_CONSTANTS(DL_SYNC__HIP_CONSTANT) };
   X(hipError_t, hipStreamUpdateCaptureDependencies,                                             \
     (hipStream_t stream, hipGraphNode_t * dependencies, size_t count, unsigned int flags))
 
+/* A stream's identity (hipStreamGetId), from HIP 7.1; bound when the runtime has it. */
+typedef hipError_t (*dl_sync__hip_stream_get_id)(hipStream_t stream, unsigned long long *id);
+
 #endif /* DL_SYNC__HIP_CONSTANTS_ONLY */
 #endif /* DL_SYNC_HIP_API_H_ */

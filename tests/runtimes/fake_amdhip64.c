@@ -30,7 +30,7 @@
 
 static long destroyed_stream_reads, destroyed_event_uses, defective_external_wait_calls,
     legacy_handle_uses, null_stream_records, null_stream_waits, streams_created,
-    per_thread_handle_uses;
+    per_thread_handle_uses, stream_id_asks;
 static long hip_counter(const char *name);
 #define FAKE_GPU_MORE_COUNTERS(name) hip_counter(name)
 #include "fake_gpu.h"
@@ -580,6 +580,24 @@ FAKE_EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t handle) {
   return answer(record(event, handle, 0));
 }
 
+#if AT_LEAST(7, 1, 0)
+/* hipStreamGetId (7.1; clr hipamd/src/hip_stream.cpp hipStreamGetId_common): a NULL pointer
+   is hipErrorInvalidValue, a handle that is no valid stream hipErrorInvalidResourceHandle
+   (hip::isValid), else the stream's id (hip::Stream::GetStreamId), which no other stream
+   of the process has: the fake numbers each stream at its first ask. */
+FAKE_EXPORT hipError_t hipStreamGetId(hipStream_t handle, unsigned long long *id) {
+  static unsigned long long last_id;
+  stream_id_asks++;
+  if (id == NULL) return answer(hipErrorInvalidValue);
+  fake_stream *stream = NULL;
+  hipError_t error = stream_of(handle, 1, hipErrorInvalidResourceHandle, &stream);
+  if (error != hipSuccess) return answer(error);
+  if (stream->id == 0) stream->id = ++last_id;
+  *id = stream->id;
+  return answer(hipSuccess);
+}
+#endif
+
 #if AT_LEAST(6, 4, 2)
 /* hipEventRecordWithFlags (6.4.2 CHANGELOG; clr b671c7ec hipEventRecord_common): flags other
    than hipEventRecordDefault and hipEventRecordExternal are hipErrorInvalidValue; an external
@@ -902,5 +920,6 @@ static long hip_counter(const char *name) {
   if (strcmp(name, "null_stream_waits") == 0) return null_stream_waits;
   if (strcmp(name, "streams_created") == 0) return streams_created;
   if (strcmp(name, "per_thread_handle_uses") == 0) return per_thread_handle_uses;
+  if (strcmp(name, "stream_get_id") == 0) return stream_id_asks;
   return -1;
 }

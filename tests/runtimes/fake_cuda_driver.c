@@ -193,7 +193,7 @@ static struct {
   _Atomic long stream_get_ctx, ctx_set_current, primary_retain, primary_release, init,
       per_thread_lookups;
   _Atomic long destructor_calls, dead_handles, ctx_get_id, prohibited_calls, capture_queries,
-      ctx_get_current, green_second_thread, stream_get_green_ctx;
+      ctx_get_current, green_second_thread, stream_get_green_ctx, stream_get_id;
 } driver_counters;
 static unsigned long long next_context_id = 1;
 /* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
@@ -335,12 +335,49 @@ static void event_orphan(int index) {
 }
 
 /* Frees a stream; the test hooks forget it. */
+/* Test hook: fake_cuda_reuse_stream_handles(1) gives the next stream created the handle of
+   the last one destroyed, as a driver may: cuStreamDestroy's stream "resources ... will be
+   released", and the handle is their address, which cuStreamGetId's Id is not ("The Id is
+   unique for the life of the program"). Off: every stream's memory is its own. */
+static int reuse_handles;
+static _Atomic unsigned long long next_stream_id; /* cuStreamGetId's last Id given */
+static fake_stream *recycled; /* a destroyed stream's memory, for the next stream */
+
+FAKE_EXPORT void fake_cuda_reuse_stream_handles(int on);
+
+void fake_cuda_reuse_stream_handles(int on) {
+  reuse_handles = on;
+  if (!on) {
+    free(recycled);
+    recycled = NULL;
+  }
+}
+
 static void stream_free(fake_stream *stream) {
   if (last_record == stream) last_record = NULL;
   if (last_wait == stream) last_wait = NULL;
   for (int i = 0; i < log_count; i++)
     if (call_log[i].stream == stream) call_log[i].stream = NULL;
+  if (reuse_handles && recycled == NULL) {
+    for (int i = 0; i < FAKE_MAX_STREAMS; i++)
+      if (fake_streams[i] == stream) fake_streams[i] = NULL;
+    recycled = stream;
+    return;
+  }
   fake_stream_free(stream);
+}
+
+/* A new stream of device: in the memory of the last one destroyed when the test asks. */
+static fake_stream *stream_new(int device) {
+  fake_stream *stream = recycled == NULL ? fake_stream_new(device) : NULL;
+  for (int i = 0; recycled != NULL && i < FAKE_MAX_STREAMS; i++) {
+    if (fake_streams[i] != NULL) continue;
+    *recycled = (fake_stream){.device = device};
+    stream = fake_streams[i] = recycled;
+    recycled = NULL;
+  }
+  if (stream != NULL) stream->id = ++next_stream_id;
+  return stream;
 }
 
 static int per_thread_capture(const fake_context *context, const fake_capture *capture, int clear);
@@ -1005,7 +1042,7 @@ SINCE_12050 CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx green
   (void)priority;
   if (phStream == NULL || flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
   if (!known_green(greenCtx) || greenCtx->converted.destroyed) return CUDA_ERROR_INVALID_CONTEXT;
-  fake_stream *stream = fake_stream_new(greenCtx->converted.device);
+  fake_stream *stream = stream_new(greenCtx->converted.device);
   if (stream == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   stream->context = &greenCtx->converted;
   stream->non_blocking = 1;
@@ -1026,7 +1063,7 @@ FAKE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   fake_context *context;
   CUresult error = current_context(&context);
   if (error != CUDA_SUCCESS) return error;
-  fake_stream *stream = fake_stream_new(context->device);
+  fake_stream *stream = stream_new(context->device);
   if (stream == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   stream->context = context;
   stream->non_blocking = (Flags & CU_STREAM_NON_BLOCKING) != 0;
@@ -1041,6 +1078,21 @@ static CUresult destroy_stream(CUstream hStream) {
   CUresult error = resolve(hStream, &stream); /* a destroyed green context's stream */
   if (error != CUDA_SUCCESS) return error;
   stream_free(stream);
+  return CUDA_SUCCESS;
+}
+
+/* cuStreamGetId: "Returns in streamId the unique Id which is associated with the given
+   stream handle. The Id is unique for the life of the program"; the special handles name
+   the calling thread's default streams, as everywhere (theirs given at the first ask). */
+SINCE_12000 CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId) {
+  ENTER();
+  driver_counters.stream_get_id++;
+  if (streamId == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fake_stream *stream;
+  CUresult error = resolve(hStream, &stream);
+  if (error != CUDA_SUCCESS) return error;
+  if (stream->id == 0) stream->id = ++next_stream_id;
+  *streamId = stream->id;
   return CUDA_SUCCESS;
 }
 
@@ -2028,6 +2080,7 @@ static const struct {
     ROW("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     ROW("cuCtxPopCurrent", 2000, cuCtxPopCurrent),
     ROW("cuStreamCreate", 2000, cuStreamCreate),
+    ROW("cuStreamGetId", 12000, cuStreamGetId),
     ROW("cuStreamDestroy", 4000, cuStreamDestroy_v2),
     ROW("cuStreamDestroy", 2000, cuStreamDestroy),
     ROW("cuStreamGetCtx", 12050, cuStreamGetCtx_v2),
@@ -2138,6 +2191,7 @@ static long driver_counter(const char *name) {
   if (strcmp(name, "primary_release") == 0) return driver_counters.primary_release;
   if (strcmp(name, "dead_handles") == 0) return driver_counters.dead_handles;
   if (strcmp(name, "ctx_get_id") == 0) return driver_counters.ctx_get_id;
+  if (strcmp(name, "stream_get_id") == 0) return driver_counters.stream_get_id;
   if (strcmp(name, "prohibited_calls") == 0) return driver_counters.prohibited_calls;
   if (strcmp(name, "capture_queries") == 0) return driver_counters.capture_queries;
   if (strcmp(name, "destructor_stalls") == 0) return destructor_stalls;

@@ -10,8 +10,11 @@
 #include <string.h>
 
 static long prohibited_calls; /* potentially unsafe calls refused */
-#define FAKE_GPU_MORE_COUNTERS(name) \
-  (strcmp(name, "prohibited_calls") == 0 ? prohibited_calls : -1L)
+static long stream_get_id;    /* cudaStreamGetId calls */
+#define FAKE_GPU_MORE_COUNTERS(name)                        \
+  (strcmp(name, "prohibited_calls") == 0 ? prohibited_calls \
+   : strcmp(name, "stream_get_id") == 0  ? stream_get_id    \
+                                         : -1L)
 #include "fake_gpu.h"
 
 typedef int cudaError_t;
@@ -101,6 +104,19 @@ FAKE_EXPORT cudaError_t cudaSetDevice(int device) {
 FAKE_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *stream) {
   NEED_DEVICE();
   *stream = fake_stream_new(fake_current_device);
+  return cudaSuccess;
+}
+
+/* cudaStreamGetId: "Query the Id of a stream. The Id is returned in streamId. The Id is
+   unique for the life of the program." The fake numbers a stream at its first ask (the
+   special handles are not modelled: dlsync asks only created streams). */
+FAKE_EXPORT cudaError_t cudaStreamGetId(cudaStream_t stream, unsigned long long *streamId) {
+  static unsigned long long last_id;
+  stream_get_id++;
+  if (streamId == NULL || stream == NULL) return answer(cudaErrorInvalidValue);
+  fake_stream *s = stream;
+  if (s->id == 0) s->id = ++last_id;
+  *streamId = s->id;
   return cudaSuccess;
 }
 

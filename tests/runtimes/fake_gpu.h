@@ -81,6 +81,7 @@ typedef struct fake_stream {
      for, as indices of the driver's table; the runtimes leave them empty. */
   int holds[FAKE_MAX_HOLDS];
   int hold_count;
+  unsigned long long id; /* the driver's cuStreamGetId, given at the first ask; 0 before */
 } fake_stream;
 
 typedef struct fake_event {

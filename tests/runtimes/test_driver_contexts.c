@@ -732,9 +732,9 @@ static void test_steady_state_export_makes_six_driver_calls(void **state) {
 /* Release ordering over the driver, call by call. A participating producer's release is
    an export's work: the two capture queries, the consumer's context and its identity,
    one record, one wait, no event made once warm. A foreign producer's is one record now
-   and a query per later poll until complete, made in the relaxed capture mode; a
-   capturing consumer's is a user object, and no event recorded in its capture is ever
-   queried. */
+   and its stream's id (its queue's key), and a query per later poll until complete, made
+   in the relaxed capture mode; a capturing consumer's is a user object, and no event
+   recorded in its capture is ever queried. */
 static void release_deleter(DLManagedTensorVersioned *t) {
   (*(int *)t->manager_ctx)++;
 }
@@ -748,7 +748,7 @@ static void test_release_calls(void **state) {
   set_caller(P0);
   static const char *const calls[] = {"capture_queries", "stream_get_ctx", "ctx_get_id",
                                       "event_record",    "stream_wait",    "event_create",
-                                      "event_query"};
+                                      "event_query",     "stream_get_id"};
   enum { CALLS = sizeof calls / sizeof *calls };
   long before[CALLS];
   DLDevice d0 = {kDLCUDA, 0};
@@ -763,7 +763,7 @@ static void test_release_calls(void **state) {
     for (int i = 0; i < CALLS; i++) before[i] = counter(calls[i]);
     assert_int_equal(dl_sync_tensor_release(&tensor, consumer), DL_SYNC_RELEASED_ORDERED);
   }
-  static const long ordered[] = {2, 1, 1, 1, 1, 0, 0};
+  static const long ordered[] = {2, 1, 1, 1, 1, 0, 0, 0};
   for (int i = 0; i < CALLS; i++)
     if (counter(calls[i]) - before[i] != ordered[i])
       fail_msg("participating release: %ld %s, expected %ld", counter(calls[i]) - before[i],
@@ -774,8 +774,10 @@ static void test_release_calls(void **state) {
       .version = {1, 3}, .manager_ctx = &deleted, .deleter = release_deleter};
   foreign.dl_tensor.device = d0;
   long records = counter("event_record"), queries = counter("event_query");
+  long ids = counter("stream_get_id");
   assert_int_equal(dl_sync_tensor_release(&foreign, consumer), DL_SYNC_RELEASE_DEFERRED);
   assert_int_equal(counter("event_record") - records, 1);
+  assert_int_equal(counter("stream_get_id") - ids, 1); /* the key of its queue */
   assert_int_equal(counter("event_query") - queries, 0);
   assert_int_equal(dl_sync_release_poll(), 1); /* the fake's work is done when enqueued */
   assert_int_equal(counter("event_query") - queries, 1);
@@ -1832,6 +1834,74 @@ static void test_legacy_streams_of_two_contexts_have_their_own_queues(void **sta
   set_caller(P0);
 }
 
+/* A stream's releases are keyed by its cuStreamGetId ("The Id is unique for the life of the
+   program"), not by its handle alone: a destroyed stream's handle may be a new stream's (the
+   fake gives it, fake_cuda_reuse_stream_handles). A release on the old stream, held by a wait
+   on host memory, and one on the new stream with the old handle: a poll finishes the new
+   one while the old one waits. The control keys by handle only (the backend without
+   stream_id): the new stream's release then waits behind the old one's, so the fake's reuse
+   is what the test sees. Catches: same_queue without the id (release_queue.c), and a backend
+   or release path that asks no id. */
+static int release_on_a_reused_handle(const dl_sync_backend *backend) {
+  set_caller(P0);
+  DL_OK(dl_sync_set_backend(kDLCUDA, backend));
+  void *gate = NULL;
+  unsigned long long gate_address = 0;
+  CU_OK(host_alloc_fn, "cuMemHostAlloc", &gate, sizeof(uint32_t),
+        (unsigned)CU_MEMHOSTALLOC_DEVICEMAP);
+  *(volatile uint32_t *)gate = 0;
+  CU_OK(device_pointer_fn, "cuMemHostGetDevicePointer_v2", &gate_address, gate, 0u);
+  ((void (*)(int))sym("fake_cuda_reuse_stream_handles"))(1);
+  DLDevice d0 = {kDLCUDA, 0};
+  int deleted[2] = {0};
+  DLManagedTensorVersioned tensors[2];
+  for (int i = 0; i < 2; i++) {
+    tensors[i] = (DLManagedTensorVersioned){
+        .version = {1, 3}, .manager_ctx = &deleted[i], .deleter = release_deleter};
+    tensors[i].dl_tensor.device = d0;
+  }
+  void *old = stream_in(P0);
+  CU_OK(wait_value_fn, "cuStreamWaitValue32_v2", old, gate_address, 1u,
+        (unsigned)CU_STREAM_WAIT_VALUE_GEQ);
+  assert_int_equal(dl_sync_tensor_release(&tensors[0], dl_sync_stream_view(d0, old)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", old); /* its work still waits for the gate */
+  void *reused = stream_in(P0);
+  assert_ptr_equal(reused, old);
+  assert_int_equal(dl_sync_tensor_release(&tensors[1], dl_sync_stream_view(d0, reused)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  int finished = dl_sync_release_poll(), new_one_ran = deleted[1];
+  assert_int_equal(deleted[0], 0);
+  *(volatile uint32_t *)gate = 1; /* before any assertion on the new one: shutdown waits */
+  int finished_after = dl_sync_release_poll();
+  assert_int_equal(finished + finished_after, 2);
+  assert_int_equal(deleted[0], 1);
+  assert_int_equal(deleted[1], 1);
+  DL_OK(dl_sync_shutdown());
+  DL_OK(dl_sync_set_backend(kDLCUDA, NULL));
+  ((void (*)(int))sym("fake_cuda_reuse_stream_handles"))(0);
+  CU_OK(handle_fn, "cuStreamDestroy_v2", reused);
+  CU_OK(handle_fn, "cuMemFreeHost", gate);
+  set_caller(P0);
+  assert_int_equal(finished, new_one_ran);
+  return new_one_ran;
+}
+
+static void test_a_reused_stream_handle_brings_no_old_queue(void **state) {
+  (void)state;
+  static dl_sync_backend by_handle;
+  by_handle = *dl_sync_cuda_backend();
+  by_handle.stream_id = NULL;
+  if (!release_on_a_reused_handle(dl_sync_cuda_backend()))
+    fail_msg(
+        "the release on a new stream waited behind the release of the destroyed stream "
+        "whose handle it was given");
+  if (release_on_a_reused_handle(&by_handle))
+    fail_msg(
+        "control: keyed by handle, the new stream's release did not wait behind the old "
+        "one's: the fake gave no reused handle");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_every_combination_lands_where_cuda_h_says, teardown_each),
@@ -1847,6 +1917,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_older_copies_find_no_legacy_reuse_stream, teardown_each),
       cmocka_unit_test_teardown(test_legacy_streams_of_two_contexts_have_their_own_queues,
                                 teardown_each),
+      cmocka_unit_test_teardown(test_a_reused_stream_handle_brings_no_old_queue, teardown_each),
       cmocka_unit_test_teardown(test_primary_context_retained_once_and_released_at_shutdown,
                                 teardown_each),
       cmocka_unit_test_teardown(test_rerecording_in_another_context_is_refused, teardown_each),

@@ -456,6 +456,26 @@ static void test_a_destroyed_consumer_stream_is_never_read(void **state) {
   assert_int_equal(deleted, 1);
 }
 
+/* A deferred release keys its queue by the stream's hipStreamGetId where the runtime has it
+   (7.1 on): asked once, of an explicit handle only (the null stream keeps its key). Catches:
+   the HIP backend not binding hipStreamGetId, or the release asking a default stream's. */
+static void test_a_deferred_release_asks_its_streams_id_once(void **state) {
+  (void)state;
+  void *c = new_stream();
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = tensor_counting(&deleted);
+  DLManagedTensorVersioned on_null = tensor_counting(&deleted);
+  long asks = counter("stream_get_id");
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(c)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("stream_get_id") - asks, AT_LEAST(7, 1, 0) ? 1 : 0);
+  asks = counter("stream_get_id");
+  assert_int_equal(dl_sync_tensor_release(&on_null, on(NULL)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("stream_get_id") - asks, 0);
+  assert_int_equal(dl_sync_release_poll(), 2);
+  assert_int_equal(deleted, 2);
+  HIP_OK(handle_fn, "hipStreamDestroy", c);
+}
+
 /* The control: asked on the consumer's stream, the query reads the destroyed stream from 6.2
    (5.x's query reads no stream). */
 static void test_unguarded_the_query_reads_the_destroyed_stream(void **state) {
@@ -863,6 +883,7 @@ int main(int argc, char **argv) {
       TEST(test_a_capture_begun_before_the_own_streams_wait_keeps_the_tensor),
       TEST(test_a_capture_begun_before_the_record_keeps_the_own_stream_out),
       TEST(test_a_destroyed_consumer_stream_is_never_read),
+      TEST(test_a_deferred_release_asks_its_streams_id_once),
       TEST(test_unguarded_the_query_invalidates_the_capture),
       TEST(test_unguarded_the_query_reads_the_destroyed_stream),
       TEST(test_a_tensor_synchronize_keeps_its_streams_capture),

@@ -568,6 +568,31 @@ static void count_deletion(DLManagedTensorVersioned *t) {
   (*(int *)t->manager_ctx)++;
 }
 
+/* A deferred release asks its consumer stream's id once (cudaStreamGetId, cuStreamGetId:
+   the key of its queue), and none for a default stream, which keeps its key. Catches: the
+   backend not binding the call, or the release asking a default stream's. HIP's: in
+   test_hip_rules (7.1 on). */
+static void test_a_deferred_release_asks_its_streams_id_once(void **state) {
+  (void)state;
+  if (!cuda && !driver) skip();
+  void *consumer = new_stream();
+  int deleted = 0;
+  DLManagedTensorVersioned tensor = {
+      .version = {1, 3}, .manager_ctx = &deleted, .deleter = count_deletion};
+  tensor.dl_tensor.device = dev0;
+  DLManagedTensorVersioned on_default = tensor;
+  long asks = counter("stream_get_id");
+  assert_int_equal(dl_sync_tensor_release(&tensor, on(dev0, consumer)), DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("stream_get_id") - asks, 1);
+  asks = counter("stream_get_id");
+  assert_int_equal(dl_sync_tensor_release(&on_default, on(dev0, DL_SYNC_STREAM_LEGACY)),
+                   DL_SYNC_RELEASE_DEFERRED);
+  assert_int_equal(counter("stream_get_id") - asks, 0);
+  assert_int_equal(dl_sync_release_poll(), 2);
+  assert_int_equal(deleted, 2);
+  free_stream(consumer);
+}
+
 static void test_asking_about_events_leaves_another_threads_capture(void **state) {
   (void)state;
   if (!cuda && !driver) skip(); /* the HIP families test HIP's own rules */
@@ -1191,6 +1216,7 @@ int main(int argc, char **argv) {
                                 teardown),
       cmocka_unit_test_teardown(test_failures_reported_as_statuses_leave_no_last_error, teardown),
       cmocka_unit_test_teardown(test_asking_about_events_leaves_another_threads_capture, teardown),
+      cmocka_unit_test_teardown(test_a_deferred_release_asks_its_streams_id_once, teardown),
   };
   return cmocka_run_group_tests_name("device", tests, NULL, NULL);
 }
