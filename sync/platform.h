@@ -88,7 +88,7 @@ static inline void dl_sync__mutex_unlock(dl_sync__mutex *mutex) {
   pthread_mutex_unlock(mutex);
 }
 static inline void dl_sync__mutex_renew(dl_sync__mutex *mutex) {
-  if (pthread_mutex_trylock(mutex) == 0)
+  if (dl_sync__mutex_trylock(mutex))
     pthread_mutex_unlock(mutex);
   else
     pthread_mutex_init(mutex, NULL);
