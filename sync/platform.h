@@ -12,6 +12,7 @@
 #define DL_SYNC_PLATFORM_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Opens the library file (binding every symbol now, none into the process's namespace);
    only_if_loaded: only when the process has it loaded already. NULL when it does not
@@ -48,6 +49,11 @@ int dl_sync__thread_exit_set(void *value);
 
 /* Lets another thread run (a spin lock's contended wait). */
 void dl_sync__yield(void);
+
+/* The calling thread's number in this copy: drawn once per thread, never 0 and never given
+   to another thread (an exited thread's thread-locals, and so their addresses, may be a
+   new thread's). */
+uint64_t dl_sync__thread_number(void);
 
 /* Locks and one-time calls, both initialized statically (DL_SYNC__MUTEX_INIT,
    DL_SYNC__ONCE_INIT): pthreads where there are, the system's own on Windows (a slim

@@ -56,7 +56,7 @@ typedef struct release_queue {
   const dl_sync_backend *backend;
   dl_sync__bound stream; /* as the release bound it: handle, device, context */
   uint64_t stream_id;    /* the runtime's id of an explicit handle's stream, 0: none known */
-  uint64_t thread;       /* the per-thread default stream's thread (this_thread), else 0 */
+  uint64_t thread; /* the per-thread default stream's thread (dl_sync__thread_number), else 0 */
   dl_sync__pending *head, *tail;
   int looked_at; /* a poll is asking its head (under the lock): it stays linked meanwhile */
 } release_queue;
@@ -85,16 +85,6 @@ static atomic_uint generation;           /* the forks this process's line went t
 static _Atomic(dl_sync__pending *) gone; /* graphs' releases whose graph is gone */
 atomic_int dl_sync__releases_pending;    /* deferred and kept by graphs */
 static atomic_int queued;                /* of them, deferred */
-
-/* A thread's identity, never given to another thread (an exited thread's thread-locals may
-   be a new thread's): a number drawn once per thread; 0: not drawn yet. */
-static DL_SYNC__THREAD_LOCAL uint64_t thread_number;
-static atomic_uint_fast64_t threads_numbered;
-
-static uint64_t this_thread(void) {
-  if (thread_number == 0) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
-  return thread_number;
-}
 
 static void lock(void) {
   dl_sync__spin_lock(&held);
@@ -208,7 +198,8 @@ static void queue_grow(void) {
    taken, used or left to the caller). NULL without memory. */
 static release_queue *queue_of(const dl_sync_backend *b, const dl_sync__bound *stream,
                                uint64_t stream_id, release_queue **spare) {
-  uint64_t thread = stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? this_thread() : 0;
+  uint64_t thread =
+      stream->stream.handle == DL_SYNC_STREAM_PER_THREAD ? dl_sync__thread_number() : 0;
   if (queues.size != 0)
     for (release_queue *q = *queue_bucket(stream); q != NULL; q = q->map_next)
       if (same_queue(q, b, stream, stream_id, thread)) return q;

@@ -25,18 +25,8 @@ typedef struct tensor_owner {
   dl_sync_tensor_event_owner record; /* first: the tensor's manager_ctx points here */
   atomic_uint refs;
   dl_sync__pool *pool;
-  uint64_t recorded_by; /* the thread that recorded it last in this copy (this_thread) */
+  uint64_t recorded_by; /* the thread that recorded it last in this copy (dl_sync__thread_number) */
 } tensor_owner;
-
-/* A thread's identity, never given to another thread (an exited thread's thread-locals may
-   be a new thread's): a number drawn once per thread; 0: not drawn yet. */
-static DL_SYNC__THREAD_LOCAL uint64_t thread_number;
-static atomic_uint_fast64_t threads_numbered;
-
-static uint64_t this_thread(void) {
-  if (thread_number == 0) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
-  return thread_number;
-}
 
 static void owner_retain(void *event_ctx) {
   tensor_owner *owner = event_ctx;
@@ -220,7 +210,7 @@ static tensor_owner *new_owner(dl_sync__guard *guard, dl_sync__bound *producer, 
       .context_id = producer->context_id,
       .producer_stream = producer->stream.handle,
   };
-  owner->recorded_by = this_thread();
+  owner->recorded_by = dl_sync__thread_number();
   return owner;
 }
 
@@ -348,7 +338,7 @@ static int check_reuse(const tensor_view *v, const dl_sync_stream *reuse) {
 static void recorded_on(dl_sync_tensor_event_owner *record, const dl_sync__bound *producer) {
   if (HAS_FIELD(record, producer_stream)) record->producer_stream = producer->stream.handle;
   if (record->retain == owner_retain)
-    ((tensor_owner *)record->event_ctx)->recorded_by = this_thread();
+    ((tensor_owner *)record->event_ctx)->recorded_by = dl_sync__thread_number();
 }
 
 /* Records on producer (re-recording the event of any copy in place); *installed receives
@@ -484,9 +474,10 @@ static int producer_readable(const dl_sync_tensor_event_owner *record, const dl_
   if (!dl_sync__backend_has_event_synchronize_disturbs(b) || !HAS_FIELD(record, producer_stream))
     return DL_SYNC_OK;
   void *stream = record->producer_stream;
-  int disturbs = stream == DL_SYNC_STREAM_PER_THREAD &&
-                 (record->retain != owner_retain ||
-                  ((const tensor_owner *)record->event_ctx)->recorded_by != this_thread());
+  int disturbs =
+      stream == DL_SYNC_STREAM_PER_THREAD &&
+      (record->retain != owner_retain ||
+       ((const tensor_owner *)record->event_ctx)->recorded_by != dl_sync__thread_number());
   dl_sync__guard guard;
   dl_sync__guard_init(&guard, b);
   dl_sync__bound bound;
