@@ -111,6 +111,14 @@ done
 # Random whole programs on new seeds (tests/scenarios): a failing one prints its seed.
 echo "== random programs for ${DL_SYNC_SCENARIO_SECONDS:=60} s"
 build/ci-gcc/tests/test_scenarios --seconds "$DL_SYNC_SCENARIO_SECONDS"
+# The same over the fake CUDA driver, with contexts and green contexts (tests/runtimes), under
+# both readings of a green context's events.
+for fake in "driver124 strict" "driver13 strict" "driver13 lenient"; do
+  read -r driver rule <<<"$fake"
+  echo "== random driver programs over the $driver fake ($rule green event rule) for ${DL_SYNC_DRIVER_PROGRAM_SECONDS:=20} s"
+  DL_SYNC_LIBCUDA=$PWD/build/ci-gcc/tests/runtimes/$driver/libcuda.so.1 FAKE_CUDA_GREEN_EVENT_RULE=$rule \
+    build/ci-gcc/tests/runtimes/test_driver_programs --seconds "$DL_SYNC_DRIVER_PROGRAM_SECONDS"
+done
 
 echo "== valgrind memcheck: unit suites"
 for t in $(ctest --test-dir build/ci-gcc -L unit -N | sed -n 's/^ *Test *#[0-9]*: //p'); do

@@ -8,25 +8,7 @@
 #include <string.h>
 
 #include "scenario.h"
-
-typedef struct rng {
-  uint64_t state;
-} rng;
-
-static uint64_t next(rng *r) {
-  uint64_t z = (r->state += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static int below(rng *r, int n) {
-  return n > 0 ? (int)(next(r) % (uint64_t)n) : 0;
-}
-
-static int chance(rng *r, int percent) {
-  return below(r, 100) < percent;
-}
+#include "../support/random.h"
 
 /* What the generator believes of a slot. */
 enum { EMPTY, LIVE, READ };
