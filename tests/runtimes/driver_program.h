@@ -93,6 +93,7 @@ typedef enum dp_variant {
   DP_WITH_DLSYNC,
   DP_SKIP_ORDERING,       /* the consumer's ordering not made */
   DP_DELETER_NOT_RELEASE, /* the deleter called where the release was */
+  DP_OTHER_CONTEXT,       /* the producer's legacy stream named with another context current */
   DP_VARIANTS
 } dp_variant;
 

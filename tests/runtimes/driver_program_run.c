@@ -531,16 +531,27 @@ static int consume(run_state *s, int index) {
                !stream_held(s, named, consumer_context, caller);
   int skipped = s->variant == DP_SKIP_ORDERING && want == DL_SYNC_OK;
   if (skipped && judged) s->verdict.affected++;
+  /* The control that names the producer's legacy stream with another context of its device
+     current (not a green one, whose pool may refuse): the stream named is another one. */
+  int calling = caller;
+  if (s->variant == DP_OTHER_CONTEXT && want == DL_SYNC_OK && names_producer && !same &&
+      dp_named_kind(t->producer) == S_LEGACY && named >= 0 && dp_named_kind(named) == S_EXPLICIT) {
+    static const int other[DP_CONTEXTS] = {X0, P0, X1, P1, X0, X0};
+    calling = other[t->producer_context];
+    set_caller(calling);
+    s->verdict.affected++;
+  }
   log_clear();
   int status = skipped ? DL_SYNC_OK : ordering_call(o, t, mechanism);
   void *after = current();
+  if (calling != caller) set_caller(caller);
   if (status == DL_SYNC_OK && names_producer)
     log_check(s, index, dp_named_kind(t->producer), t->producer_context,
               named >= 0 ? dp_named_kind(named) : -1, consumer_context);
   else if (status == DL_SYNC_OK)
     log_check(s, index, -1, -1, named >= 0 ? dp_named_kind(named) : -1, consumer_context);
-  if (after != (caller == NO_CONTEXT ? NULL : contexts[caller]))
-    fail(s, "operation %d: the caller's context changed from %d to %d", index, caller,
+  if (after != (calling == NO_CONTEXT ? NULL : contexts[calling]))
+    fail(s, "operation %d: the caller's context changed from %d to %d", index, calling,
          context_index(after));
   expect_status(s, index, "the ordering", status, want, may_refuse);
   if (status == DL_SYNC_ENOTSUP) dp_totals.refused_green_pool++;

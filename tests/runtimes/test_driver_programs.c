@@ -5,10 +5,11 @@
  *   test_driver_programs                  a fixed set of seeds, then the negative controls
  *   test_driver_programs --seconds N      random seeds for N seconds (local and CI runs)
  *   test_driver_programs --seed S         one program, its operations printed (--variant V
- *                                         first: under control V, 1-2)
+ *                                         first: under control V, 1-3)
  *   test_driver_programs --programs N --first S   the fixed set
- * The controls (an ordering not made, a release replaced by the deleter) must be caught in
- * at least 90 % of the programs where they changed something. Every run prints how many
+ * The controls (an ordering not made, a release replaced by the deleter, the producer's
+ * legacy stream named from another context of its device) must be caught in at least 90 %
+ * of the programs where they changed something. Every run prints how many
  * operations of each kind were made, over which contexts, callers and mechanisms.
  */
 #define _GNU_SOURCE
@@ -26,8 +27,8 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static const char *const variant_names[DP_VARIANTS] = {"with dlsync", "ordering skipped",
-                                                       "deleter for release"};
+static const char *const variant_names[DP_VARIANTS] = {
+    "with dlsync", "ordering skipped", "deleter for release", "producer named from elsewhere"};
 
 /* One program and its controls; 0 when it passed (and the controls are tallied). */
 static int run_seed(uint64_t seed, int controls, long *mattered, long *caught) {
@@ -146,8 +147,8 @@ int main(int argc, char **argv) {
         char left[32], next[32], carried[128];
         snprintf(left, sizeof left, "%.3f", seconds - (now_s() - start));
         snprintf(next, sizeof next, "%llu", (unsigned long long)seed);
-        snprintf(carried, sizeof carried, "%ld,%ld,%ld,%ld,%ld", before + ran, mattered[1],
-                 caught[1], mattered[2], caught[2]);
+        snprintf(carried, sizeof carried, "%ld,%ld,%ld,%ld,%ld,%ld,%ld", before + ran, mattered[1],
+                 caught[1], mattered[2], caught[2], mattered[3], caught[3]);
         fflush(stdout);
         execl("/proc/self/exe", argv[0], "--seconds", left, "--first", next, "--carried", carried,
               (char *)NULL);
