@@ -133,22 +133,29 @@ int main(int argc, char **argv) {
   if (seconds > 0) {
     /* A run carried over from a process that ran out of the fake's memory waits. */
     long before = 0;
-    for (int i = 1; i + 1 < argc; i += 2)
-      if (strcmp(argv[i], "--carried") == 0)
-        sscanf(argv[i + 1], "%ld,%ld,%ld,%ld,%ld", &before, &mattered[1], &caught[1], &mattered[2],
-               &caught[2]);
+    for (int i = 1; i + 1 < argc; i += 2) {
+      if (strcmp(argv[i], "--carried") != 0) continue;
+      char *at = argv[i + 1];
+      before = strtol(at, &at, 10);
+      for (int v = 1; v < DP_VARIANTS; v++) {
+        mattered[v] = strtol(at + 1, &at, 10);
+        caught[v] = strtol(at + 1, &at, 10);
+      }
+    }
     uint64_t seed = first != 1 ? first : (uint64_t)time(NULL) * 1000003u;
     if (before == 0)
       printf("random driver programs from seed %llu for %.0f s\n", (unsigned long long)seed,
              seconds);
     while (now_s() - start < seconds && !failed) {
       /* Each program and its controls take fewer value waits than this. */
-      if (dp_world_flags_left() < 3 * 2 * DP_MAX_OPS) {
+      if (dp_world_flags_left() < DP_VARIANTS * 2 * DP_MAX_OPS) {
         char left[32], next[32], carried[128];
         snprintf(left, sizeof left, "%.3f", seconds - (now_s() - start));
         snprintf(next, sizeof next, "%llu", (unsigned long long)seed);
-        snprintf(carried, sizeof carried, "%ld,%ld,%ld,%ld,%ld,%ld,%ld", before + ran, mattered[1],
-                 caught[1], mattered[2], caught[2], mattered[3], caught[3]);
+        int used = snprintf(carried, sizeof carried, "%ld", before + ran);
+        for (int v = 1; v < DP_VARIANTS; v++)
+          used += snprintf(carried + used, sizeof carried - (size_t)used, ",%ld,%ld", mattered[v],
+                           caught[v]);
         fflush(stdout);
         execl("/proc/self/exe", argv[0], "--seconds", left, "--first", next, "--carried", carried,
               (char *)NULL);
