@@ -95,24 +95,14 @@ static int add_consume(rng *r, model *m, dp_op *o) {
   int producer = m->producer[slot], device = dp_named_device(producer);
   o->kind = DP_CONSUME;
   o->tensor = (uint8_t)slot;
-  int how = below(r, 100);
-  o->mechanism = (uint8_t)(how < 35   ? M_EXPORT
-                           : how < 52 ? M_PUSH_DEP
-                           : how < 64 ? M_GROUP
-                           : how < 80 ? M_TENSOR_WAIT
-                           : how < 90 ? M_GROUP_TENSOR
-                                      : M_HOST_WAIT);
+  /* export, push_dep, group, tensor wait, group of the tensor, host wait */
+  o->mechanism = (uint8_t)weighted(r, (const int[M_KINDS]){35, 52, 64, 80, 90, 100}, M_KINDS);
   if (dp_named_kind(producer) == S_PER_THREAD) o->thread = (uint8_t)m->producer_thread[slot];
   o->caller = (int8_t)caller_naming(r, m, producer, m->producer_context[slot]);
   int consumer;
   if (o->mechanism == M_EXPORT) {
-    int arg = below(r, 100);
-    o->arg = (uint8_t)(arg < 25   ? ARG_NONE
-                       : arg < 40 ? ARG_LEGACY
-                       : arg < 55 ? ARG_PER_THREAD
-                       : arg < 90 ? ARG_HANDLE
-                       : arg < 94 ? ARG_ZERO
-                                  : ARG_NO_SYNC);
+    /* None, 1, 2, a handle, 0, -1 */
+    o->arg = (uint8_t)weighted(r, (const int[ARG_KINDS]){25, 40, 55, 90, 94, 100}, ARG_KINDS);
     int base = DP_CONTEXTS * DP_STREAMS_PER_CONTEXT + 3 * device;
     consumer = o->arg == ARG_PER_THREAD ? base + 2 : base + 1;
     if (o->arg == ARG_HANDLE) {

@@ -25,4 +25,11 @@ static inline int chance(rng *r, int percent) {
   return below(r, 100) < percent;
 }
 
+/* An index in [0, n): i with percent cumulative[i] - cumulative[i - 1], the last 100. */
+static inline int weighted(rng *r, const int *cumulative, int n) {
+  int roll = below(r, 100), i = 0;
+  while (i < n - 1 && roll >= cumulative[i]) i++;
+  return i;
+}
+
 #endif
