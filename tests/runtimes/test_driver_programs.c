@@ -57,8 +57,11 @@ static void print_counts(long programs, double seconds) {
   static const char *const args[ARG_KINDS] = {"None", "1", "2", "handle", "0", "-1"};
   static const char *const contexts[DP_CONTEXTS] = {"P0", "X0", "P1", "X1", "G0", "H0"};
   const dp_counts *t = &dp_totals;
-  printf("%ld programs in %.1f s over %s contexts\n", programs, seconds,
-         dp_world_green() ? "six (G0 and H0 green)" : "four (no green ones: driver before 12.4)");
+  printf(
+      "%ld programs in %.1f s over %s contexts; the counts are of every run, the controls' "
+      "too\n",
+      programs, seconds,
+      dp_world_green() ? "six (G0 and H0 green)" : "four (no green ones: driver before 12.4)");
   printf("operations made/given:");
   for (int k = 0; k < DP_KINDS; k++)
     printf(" %s %ld/%ld", kinds[k], t->ops_made[k], t->ops_given[k]);
