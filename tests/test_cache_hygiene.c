@@ -205,14 +205,7 @@ static void test_a_call_from_a_later_thread_exit_destructor(void **state) {
   assert_int_equal(stats.created, 1);
 }
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define THREAD_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define THREAD_SANITIZER 1
-#endif
+#include "support/sanitizers.h"
 
 #if !defined(_WIN32) && !defined(THREAD_SANITIZER)
 #ifndef PTHREAD_DESTRUCTOR_ITERATIONS

@@ -24,13 +24,7 @@
 
 #include "internal.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define THREAD_SANITIZER 1
-#endif
-#endif
+#include "support/sanitizers.h"
 
 #if !defined(_WIN32) && !defined(THREAD_SANITIZER)
 #define FORKS 1 /* no fork on Windows; the sanitizer refuses one beside a running thread */

@@ -36,13 +36,7 @@
 #include "dlsync/dlsync.h"
 #include "ordering/ordering.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define THREAD_SANITIZER 1
-#endif
-#endif
+#include "support/sanitizers.h"
 #include "support/error_message.h"
 
 /* --- tensors and streams -------------------------------------------------------------- */

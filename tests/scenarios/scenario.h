@@ -17,13 +17,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../support/sanitizers.h"
+
 /* A sanitizer's build: fewer programs, longer limits, no fork with threads alive. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(THREAD_SANITIZER) || defined(ADDRESS_SANITIZER)
 #define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
 #endif
 
 enum {
