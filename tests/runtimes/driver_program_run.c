@@ -61,7 +61,8 @@ enum {
   CUDA_ERROR_NOT_READY = 600,
   CU_DEV_RESOURCE_TYPE_SM = 1,
   CU_GREEN_CTX_DEFAULT_STREAM = 1,
-  FLAGS = 60000 /* the value waits the fake keeps, less a margin */
+  FLAGS = 60000,   /* the value waits the fake keeps, less a margin */
+  MAX_PENDING = 7, /* flags not set yet: the fake holds 8 memory waits a stream */
 };
 #define CU_LEGACY ((void *)1)
 #define CU_PER_THREAD ((void *)2)
@@ -228,10 +229,10 @@ typedef struct run_state {
   dp_variant variant;
   int verbose;
   tensor tensors[DP_TENSORS];
-  int pending[64], pending_count; /* flags not set yet */
+  int pending[MAX_PENDING], pending_count; /* flags not set yet */
   dp_verdict verdict;
-  long prohibited, dead, destructor_calls, green_second;
-  pthread_mutex_t lock; /* deleters may run on the release of another thread's op */
+  long prohibited, dead, green_second; /* the fake's counters at the start */
+  pthread_mutex_t lock;                /* deleters may run on the release of another thread's op */
 } run_state;
 
 static run_state *running;
@@ -274,7 +275,7 @@ static void producer_deleter(DLManagedTensorVersioned *managed) {
 /* Work that waits for flag, enqueued on the stream named for a thread with context current
    (cuStreamWaitValue32: "Wait until (int32_t)(*addr - value) >= 0"). Returns the flag. */
 static int enqueue_wait(run_state *s, int named, int context, int caller) {
-  if (flags_used == FLAGS || s->pending_count == 64) return -1;
+  if (flags_used == FLAGS || s->pending_count == MAX_PENDING) return -1;
   int flag = flags_used++;
   flags[flag] = 0;
   set_caller(context);
@@ -317,9 +318,6 @@ static dl_sync_stream view(int named) {
   return dl_sync_stream_view((DLDevice){kDLCUDA, dp_named_device(named)}, named_handle(named));
 }
 
-/* The fake's log of records and waits since the last clear, held to where they may land:
-   records on a stream of record_kind in record_context, waits (plain or external) on one of
-   wait_kind in wait_context (-1: none may). */
 static void log_clear(void) {
   CU(log_fn, "fake_cuda_log", -1, NULL, NULL, NULL);
 }
@@ -330,6 +328,9 @@ static int context_index(void *context) {
   return -1;
 }
 
+/* The fake's log of records and waits since the last clear, held to where they may land:
+   records on a stream of record_kind in record_context, waits (plain or external) on one of
+   wait_kind in wait_context (-1: none may). */
 static void log_check(run_state *s, int op, int record_kind, int record_context, int wait_kind,
                       int wait_context) {
   int kind;
@@ -377,7 +378,7 @@ static int green_pool_may_refuse(int context, int caller) {
 static int produce(run_state *s, int index) {
   const dp_op *o = &s->program->ops[index];
   tensor *t = &s->tensors[o->tensor];
-  if (t->live || s->pending_count > 6) return 0; /* the fake holds 8 waits a stream */
+  if (t->live || s->pending_count >= MAX_PENDING) return 0;
   int context = dp_resolve(o->stream, o->caller);
   memset(t, 0, sizeof *t);
   t->managed.version = (DLPackVersion){1, 3};
@@ -475,7 +476,7 @@ static int ordering_call(const dp_op *o, tensor *t, int mechanism) {
 static int consume(run_state *s, int index) {
   const dp_op *o = &s->program->ops[index];
   tensor *t = &s->tensors[o->tensor];
-  if (!t->live || t->consumer >= 0 || t->releasing || s->pending_count > 6) return 0;
+  if (!t->live || t->consumer >= 0 || t->releasing || s->pending_count >= MAX_PENDING) return 0;
   if (dp_named_kind(t->producer) == S_PER_THREAD && o->thread != t->producer_thread) return 0;
   if (dp_resolve(t->producer, o->caller) != t->producer_context) return 0;
   int mechanism = o->mechanism;
