@@ -9,13 +9,8 @@
 set -euo pipefail
 source=$1 scratch=$(realpath -m "$2") compiler=$3 launcher=${4:-}
 here=$(dirname "$(realpath "$0")")
-candidates=()
-for root in "${PYENV_ROOT:-}" "$HOME/.pyenv" /root/.pyenv; do
-  [ -n "$root" ] && [ -d "$root/versions" ] && candidates+=("$root"/versions/3.*/bin/python3)
-done
-for python in /usr/local/bin/python3.* /opt/python*/bin/python3; do
-  [ -x "$python" ] && candidates+=("$python")
-done
+source "$here/pythons_here.sh"
+mapfile -t candidates < <(pythons_here)
 best="" best_version=0
 for python in $(printf '%s\n' "${candidates[@]}" | sort -u); do
   [ -x "$python" ] || continue

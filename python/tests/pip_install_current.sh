@@ -18,13 +18,9 @@ mkdir -p "$scratch/src" "$scratch/wheels"
 cp -r "$source/python" "$source/sync" "$source/include" "$source/scripts" "$source/LICENSE" "$scratch/src/"
 rm -rf "$scratch/src/python/build" "$scratch/src/python/"*.egg-info "$scratch/src/python/dlsync/lib"
 
-candidates=("$given")
-for root in "${PYENV_ROOT:-}" "$HOME/.pyenv" /root/.pyenv; do
-  [ -n "$root" ] && [ -d "$root/versions" ] && candidates+=("$root"/versions/3.*/bin/python3)
-done
-for python in /usr/local/bin/python3.* /opt/python*/bin/python3; do
-  [ -x "$python" ] && candidates+=("$python")
-done
+source "$(dirname "$(realpath "$0")")/pythons_here.sh"
+mapfile -t found < <(pythons_here)
+candidates=("$given" "${found[@]}")
 
 # The installed package works: imported from the venv, LICENSE in its .dist-info, the audit.
 check() { # venv, route

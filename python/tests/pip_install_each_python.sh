@@ -9,13 +9,8 @@
 set -euo pipefail
 here=$(dirname "$(realpath "$0")")
 source=$1 scratch=$(realpath -m "$2")
-candidates=()
-for root in "${PYENV_ROOT:-}" "$HOME/.pyenv" /root/.pyenv; do
-  [ -n "$root" ] && [ -d "$root/versions" ] && candidates+=("$root"/versions/3.*/bin/python3)
-done
-for python in /usr/local/bin/python3.* /opt/python*/bin/python3; do
-  [ -x "$python" ] && candidates+=("$python")
-done
+source "$here/pythons_here.sh"
+mapfile -t candidates < <(pythons_here)
 tried=0
 for python in $(printf '%s\n' "${candidates[@]}" | sort -u); do
   [ -x "$python" ] || continue
