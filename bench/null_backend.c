@@ -133,42 +133,22 @@ static int n_error_status(void *c, int e) {
   return DL_SYNC_EBACKEND;
 }
 
-dl_sync_backend null_backend = {
-    DL_SYNC_BACKEND_INIT,
-    .name = "null",
-    .get_device = n_get_device,
-    .set_device = n_set_device,
-    .event_create = n_event_create,
-    .event_destroy = n_event_destroy,
-    .event_record = n_event_record,
-    .stream_wait = n_stream_wait,
-    .event_synchronize = n_event_synchronize,
-    .event_query = n_event_query,
-    .capture_info = n_capture_info,
-    .error_name = n_error_name,
-    .error_string = n_error_name,
-    .error_status = n_error_status,
-    .stream_id = n_stream_id,
-};
+/* The calls both null tables make. */
+#define NULL_BACKEND_CALLS                                                                        \
+  .get_device = n_get_device, .set_device = n_set_device, .event_create = n_event_create,         \
+  .event_destroy = n_event_destroy, .event_record = n_event_record, .stream_wait = n_stream_wait, \
+  .event_synchronize = n_event_synchronize, .event_query = n_event_query,                         \
+  .capture_info = n_capture_info, .error_name = n_error_name, .error_string = n_error_name,       \
+  .error_status = n_error_status, .stream_id = n_stream_id
+
+dl_sync_backend null_backend = {DL_SYNC_BACKEND_INIT, .name = "null", NULL_BACKEND_CALLS};
 
 /* As null_backend, with HIP's way of watching deferred releases: on a stream of dlsync's own. */
 dl_sync_backend null_hip_backend = {
     DL_SYNC_BACKEND_INIT,
     .name = "null-hip",
-    .get_device = n_get_device,
-    .set_device = n_set_device,
-    .event_create = n_event_create,
-    .event_destroy = n_event_destroy,
-    .event_record = n_event_record,
-    .stream_wait = n_stream_wait,
-    .event_synchronize = n_event_synchronize,
-    .event_query = n_event_query,
-    .capture_info = n_capture_info,
-    .error_name = n_error_name,
-    .error_string = n_error_name,
-    .error_status = n_error_status,
+    NULL_BACKEND_CALLS,
     .own_stream_create = n_own_stream_create,
     .own_stream_check = n_own_stream_check,
     .own_stream_destroy = n_own_stream_destroy,
-    .stream_id = n_stream_id,
 };
