@@ -297,13 +297,16 @@ static void test_a_release_finishes_while_its_stream_captures(void **state) {
    later would, and its deleter runs once the graph is gone. 5.5 has no such check: the wait
    is enqueued and the release deferred. */
 static dl_sync_backend capture_before_wait;
-static void *capture_target;
+static void *capture_target; /* the stream another thread begins a capture on, once */
+
+static void begin_the_other_threads_capture(void) {
+  if (capture_target == NULL) return;
+  HIP_OK(begin_fn, "hipStreamBeginCapture", capture_target, MODE_RELAXED);
+  capture_target = NULL;
+}
 
 static int wait_after_a_capture_begins(void *ctx, void *stream, void *event) {
-  if (capture_target != NULL) {
-    HIP_OK(begin_fn, "hipStreamBeginCapture", capture_target, MODE_RELAXED);
-    capture_target = NULL;
-  }
+  begin_the_other_threads_capture();
   return dl_sync_hip_backend()->stream_wait(ctx, stream, event);
 }
 
@@ -338,10 +341,7 @@ static void test_a_capture_begun_before_the_own_streams_wait_keeps_the_tensor(vo
    with a stream never joined. The release sees the capture after its record and goes to
    the capture's graph; the own stream stays out of it (a release after finishes). */
 static int record_after_a_capture_begins(void *ctx, void *event, void *stream) {
-  if (capture_target != NULL && stream == capture_target) {
-    HIP_OK(begin_fn, "hipStreamBeginCapture", capture_target, MODE_RELAXED);
-    capture_target = NULL;
-  }
+  if (stream == capture_target) begin_the_other_threads_capture();
   return dl_sync_hip_backend()->event_record(ctx, event, stream);
 }
 
